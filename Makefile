@@ -1,0 +1,26 @@
+# Set-up and test entry points. `make test` is what CI runs (through .ci/run).
+SHELL := /bin/bash
+UV_VERSION := 0.13.8
+export UV_PYTHON_DOWNLOADS := never
+UV := $(shell command -v uv 2>/dev/null || echo .tools/bin/uv)
+
+.PHONY: test sync control-plane lint crds
+
+$(UV):
+	python3 -m venv .tools && .tools/bin/pip install -q uv==$(UV_VERSION)
+
+sync: $(UV)
+	$(UV) sync --locked --all-packages
+
+control-plane:
+	bash hack/build-control-plane.sh
+
+lint: sync
+	.venv/bin/ruff check .
+	.venv/bin/mypy packages/noctaya-core/src
+
+test: sync control-plane lint
+	.venv/bin/pytest
+
+crds: sync
+	.venv/bin/noctaya crds --output config/crd/bases

@@ -1,0 +1,1 @@
+"""Noctaya domain core: pure policy with no Kubernetes, HTTP or gRPC dependency."""

@@ -1,0 +1,135 @@
+"""Go `time.Duration`: users write `5m`, the operator renders `5m0s`, and both must mean the same.
+
+Parsing follows Go's `time.ParseDuration`; printing follows `Duration.String()`, so env vars and
+messages match what Go tooling (and the reference implementation) would show.
+"""
+
+from __future__ import annotations
+
+import math
+import re
+from dataclasses import dataclass
+from typing import Any
+
+from pydantic import GetCoreSchemaHandler
+from pydantic_core import core_schema
+
+_UNITS_NS: dict[str, int] = {
+    "ns": 1,
+    "us": 1_000,
+    "µs": 1_000,  # U+00B5 micro sign
+    "μs": 1_000,  # U+03BC Greek mu
+    "ms": 1_000_000,
+    "s": 1_000_000_000,
+    "m": 60 * 1_000_000_000,
+    "h": 3600 * 1_000_000_000,
+}
+_COMPONENT = re.compile(r"([0-9]*(?:\.[0-9]*)?)([^0-9.]+)")
+_MAX_NS = 2**63 - 1
+NANOSECOND = 1
+SECOND = 1_000_000_000
+
+
+@dataclass(frozen=True, order=True)
+class Duration:
+    """A signed span of nanoseconds, bounded like Go's int64 `Duration`."""
+
+    nanoseconds: int
+
+    @classmethod
+    def parse(cls, text: str) -> Duration:
+        """Parse Go duration syntax (`300ms`, `1.5s`, `1h30m`, `-1s`); raise ValueError otherwise."""
+        if not isinstance(text, str):
+            raise ValueError(f"invalid duration {text!r}: not a string")
+        original = text
+        sign = 1
+        if text[:1] in "+-":
+            sign = -1 if text[0] == "-" else 1
+            text = text[1:]
+        if text == "0":
+            return cls(0)
+        if not text:
+            raise ValueError(f'time: invalid duration "{original}"')
+        total = 0
+        pos = 0
+        while pos < len(text):
+            match = _COMPONENT.match(text, pos)
+            if match is None or match.group(1) in ("", "."):
+                raise ValueError(f'time: invalid duration "{original}"')
+            number, unit = match.groups()
+            if unit not in _UNITS_NS:
+                if not re.fullmatch(r"[a-zµμ]+", unit):
+                    raise ValueError(f'time: invalid duration "{original}"')
+                raise ValueError(f'time: unknown unit "{unit}" in duration "{original}"')
+            whole, _, frac = number.partition(".")
+            scale = _UNITS_NS[unit]
+            value = int(whole or "0") * scale
+            if frac:
+                value += int(frac) * scale // 10 ** len(frac)
+            total += value
+            if total > _MAX_NS + (1 if sign < 0 else 0):
+                raise ValueError(f'time: invalid duration "{original}"')
+            pos = match.end()
+        return cls(sign * total)
+
+    @classmethod
+    def of_seconds(cls, seconds: float) -> Duration:
+        return cls(round(seconds * SECOND))
+
+    @property
+    def seconds(self) -> float:
+        return self.nanoseconds / SECOND
+
+    def ceil_seconds(self) -> int:
+        """Whole seconds rounded up, as used for preStop sleeps (1.5s → 2)."""
+        return math.ceil(self.nanoseconds / SECOND)
+
+    def is_whole_seconds(self) -> bool:
+        return self.nanoseconds % SECOND == 0
+
+    def __str__(self) -> str:
+        return format_go_duration(self.nanoseconds)
+
+    @classmethod
+    def __get_pydantic_core_schema__(
+        cls, source: type[Any], handler: GetCoreSchemaHandler
+    ) -> core_schema.CoreSchema:
+        def validate(value: Any) -> Duration:
+            if isinstance(value, Duration):
+                return value
+            return cls.parse(value)
+
+        return core_schema.no_info_plain_validator_function(
+            validate,
+            json_schema_input_schema=core_schema.str_schema(),
+            serialization=core_schema.plain_serializer_function_ser_schema(str),
+        )
+
+
+def _fraction(value: int, digits: int) -> str:
+    """`value` scaled down by 10**digits, printed with trailing zeros dropped (Go's fmtFrac)."""
+    whole, frac = divmod(value, 10**digits)
+    frac_text = f"{frac:0{digits}d}".rstrip("0")
+    return f"{whole}.{frac_text}" if frac_text else str(whole)
+
+
+def format_go_duration(nanoseconds: int) -> str:
+    """Go's `Duration.String()`: `0s`, `1.5ms`, `10s`, `5m0s`, `1h30m0s`."""
+    if nanoseconds == 0:
+        return "0s"
+    sign = "-" if nanoseconds < 0 else ""
+    u = abs(nanoseconds)
+    if u < SECOND:
+        if u < 1_000:
+            return f"{sign}{u}ns"
+        if u < 1_000_000:
+            return f"{sign}{_fraction(u, 3)}µs"
+        return f"{sign}{_fraction(u, 6)}ms"
+    seconds = _fraction(u % (60 * SECOND), 9)
+    minutes_total = u // (60 * SECOND)
+    if minutes_total == 0:
+        return f"{sign}{seconds}s"
+    hours, minutes = divmod(minutes_total, 60)
+    if hours == 0:
+        return f"{sign}{minutes}m{seconds}s"
+    return f"{sign}{hours}h{minutes}m{seconds}s"

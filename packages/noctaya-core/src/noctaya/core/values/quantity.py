@@ -1,0 +1,121 @@
+"""Kubernetes `resource.Quantity`: `500m`, `32Gi`, `1e3`, printed in the API server's canonical form.
+
+The canonical form matters because the API server rewrites quantities on write (`1.5Gi` reads
+back as `1536Mi`); comparing rendered objects with live ones must use the same spelling.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+from decimal import ROUND_CEILING, Decimal, localcontext
+from enum import Enum
+from typing import Any
+
+from pydantic import GetCoreSchemaHandler
+from pydantic_core import core_schema
+
+_BINARY = {"Ki": 1, "Mi": 2, "Gi": 3, "Ti": 4, "Pi": 5, "Ei": 6}
+_DECIMAL = {"n": -9, "u": -6, "m": -3, "": 0, "k": 3, "M": 6, "G": 9, "T": 12, "P": 15, "E": 18}
+_DECIMAL_SUFFIX = {v: k for k, v in _DECIMAL.items()}
+_BINARY_SUFFIX = {v: k for k, v in _BINARY.items()}
+_PATTERN = re.compile(
+    r"(?P<number>[+-]?(?:[0-9]+(?:\.[0-9]*)?|\.[0-9]+))"
+    r"(?P<suffix>Ki|Mi|Gi|Ti|Pi|Ei|[numkMGTPE]|[eE][+-]?[0-9]+)?"
+)
+_NANO = Decimal("1e-9")
+
+
+class Format(Enum):
+    DECIMAL_SI = "DecimalSI"
+    BINARY_SI = "BinarySI"
+    DECIMAL_EXPONENT = "DecimalExponent"
+
+
+@dataclass(frozen=True)
+class Quantity:
+    """An exact decimal amount (rounded up to nano units, as Kubernetes does) and its format."""
+
+    value: Decimal
+    format: Format
+
+    @classmethod
+    def parse(cls, text: str) -> Quantity:
+        if not isinstance(text, str):
+            raise ValueError(f"quantities must be strings, got {text!r}")
+        match = _PATTERN.fullmatch(text.strip())
+        if match is None:
+            raise ValueError(
+                f'quantity "{text}" must match the regular expression '
+                r"'^([+-]?[0-9.]+)([eEinumkKMGTP]*[-+]?[0-9]*)$'"
+            )
+        suffix = match.group("suffix") or ""
+        number = Decimal(match.group("number"))
+        with localcontext() as ctx:
+            ctx.prec = 80
+            if suffix in _BINARY:
+                value, fmt = number * (Decimal(1024) ** _BINARY[suffix]), Format.BINARY_SI
+            elif suffix[:1] in ("e", "E"):
+                value, fmt = number.scaleb(int(suffix[1:])), Format.DECIMAL_EXPONENT
+            else:
+                value, fmt = number.scaleb(_DECIMAL[suffix]), Format.DECIMAL_SI
+            value = value.quantize(_NANO, rounding=ROUND_CEILING)
+        return cls(value.normalize() if value else Decimal(0), fmt)
+
+    def __eq__(self, other: object) -> bool:
+        return isinstance(other, Quantity) and self.value == other.value
+
+    def __hash__(self) -> int:
+        return hash(self.value)
+
+    def __str__(self) -> str:
+        return canonical(self.value, self.format)
+
+    @classmethod
+    def __get_pydantic_core_schema__(
+        cls, source: type[Any], handler: GetCoreSchemaHandler
+    ) -> core_schema.CoreSchema:
+        def validate(value: Any) -> Quantity:
+            if isinstance(value, Quantity):
+                return value
+            if isinstance(value, int) and not isinstance(value, bool):
+                value = str(value)
+            return cls.parse(value)
+
+        return core_schema.no_info_plain_validator_function(
+            validate,
+            json_schema_input_schema=core_schema.str_schema(),
+            serialization=core_schema.plain_serializer_function_ser_schema(str),
+        )
+
+
+def canonical(value: Decimal, fmt: Format) -> str:
+    """The API server's canonical spelling of an amount in a format."""
+    if value == 0:
+        return "0"
+    sign = "-" if value < 0 else ""
+    magnitude = abs(value)
+    if fmt is Format.BINARY_SI and magnitude >= 1024 and magnitude == magnitude.to_integral_value():
+        amount, exponent = int(magnitude), 0
+        while exponent < 6 and amount % 1024 == 0:
+            amount, exponent = amount // 1024, exponent + 1
+        return f"{sign}{amount}{_BINARY_SUFFIX.get(exponent, '')}"
+    # Decimal forms: the integer mantissa with the largest exponent that is a multiple of three.
+    mantissa, exponent = _integer_mantissa(magnitude)
+    while exponent % 3 != 0:
+        mantissa, exponent = mantissa * 10, exponent - 1
+    while mantissa % 1000 == 0 and exponent < 18:
+        mantissa, exponent = mantissa // 1000, exponent + 3
+    if fmt is Format.DECIMAL_EXPONENT:
+        return f"{sign}{mantissa}" + (f"e{exponent}" if exponent else "")
+    return f"{sign}{mantissa}{_DECIMAL_SUFFIX[exponent]}"
+
+
+def _integer_mantissa(magnitude: Decimal) -> tuple[int, int]:
+    sign, digits, exponent = magnitude.normalize().as_tuple()
+    assert isinstance(exponent, int)
+    mantissa = int("".join(map(str, digits)))
+    if exponent > 0:
+        # keep the exponent as small as a multiple of three allows, so big numbers stay exact
+        mantissa, exponent = mantissa * 10**exponent, 0
+    return mantissa, exponent
