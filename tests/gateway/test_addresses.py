@@ -1,0 +1,46 @@
+"""Listen addresses arrive in Go form from the operator; both spellings of "all interfaces" work."""
+
+import pytest
+from noctaya.gateway.addresses import format_bind, parse_listen_addr
+
+
+@pytest.mark.parametrize(
+    ("text", "expected"),
+    [
+        (":8080", ("", 8080)),
+        ("127.0.0.1:8080", ("127.0.0.1", 8080)),
+        ("[::1]:9090", ("::1", 9090)),
+        ("localhost:0", ("localhost", 0)),
+        ("0.0.0.0:65535", ("0.0.0.0", 65535)),
+    ],
+)
+def test_go_form_listen_addresses_split_into_host_and_port(
+    text: str, expected: tuple[str, int]
+) -> None:
+    assert parse_listen_addr(text) == expected
+
+
+@pytest.mark.parametrize(
+    ("text", "reason"),
+    [
+        ("8080", "missing port"),
+        ("127.0.0.1", "missing port"),
+        (":http", "port must be a number"),
+        (":", "port must be a number"),
+        (":70000", "port out of range"),
+        ("::1:8080", "IPv6 address needs brackets"),
+        ("[::1:8080", "unbalanced brackets"),
+        ("[127.0.0.1]:80", "brackets need an IPv6 address"),
+        (":-1", "port must be a number"),
+    ],
+)
+def test_malformed_listen_address_is_rejected_with_the_reason(text: str, reason: str) -> None:
+    with pytest.raises(ValueError, match=reason) as caught:
+        parse_listen_addr(text)
+    assert f'"{text}"' in str(caught.value)
+
+
+def test_bind_string_brackets_ipv6_and_binds_all_interfaces_dual_stack() -> None:
+    assert format_bind("", 8080) == "[::]:8080"
+    assert format_bind("::1", 9090) == "[::1]:9090"
+    assert format_bind("127.0.0.1", 1) == "127.0.0.1:1"
