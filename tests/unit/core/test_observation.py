@@ -1,0 +1,258 @@
+"""Backend failure classification: each pod rule, the priority between pods, the deadline."""
+
+import pytest
+from noctaya.core.observation import (
+    BackendObservation,
+    DeploymentFacts,
+    PodFacts,
+    classify_pod,
+    observe_backend,
+)
+
+NO_DEPLOYMENT_ACTIVITY = DeploymentFacts()
+DEADLINE_EXCEEDED = DeploymentFacts(
+    replicas=1, progressing_status="False", progressing_reason="ProgressDeadlineExceeded"
+)
+DEADLINE_MESSAGE = "Backend Deployment exceeded its progress deadline; inspect its Pods and events"
+IMAGE_PULL_MESSAGE = (
+    'Backend Pod "llama-0" cannot pull its serving image; check the image and imagePullSecrets'
+)
+
+
+@pytest.mark.parametrize(
+    "waiting_reason",
+    ["ErrImagePull", "ImagePullBackOff", "InvalidImageName", "RegistryUnavailable"],
+)
+def test_every_image_pull_waiting_reason_is_an_image_pull_failure(waiting_reason: str) -> None:
+    observation = classify_pod(PodFacts("llama-0", waiting_reason=waiting_reason))
+    assert (observation.reason, observation.message, observation.degraded) == (
+        "ImagePullFailed",
+        IMAGE_PULL_MESSAGE,
+        True,
+    )
+
+
+@pytest.mark.parametrize(
+    "pod",
+    [
+        PodFacts("llama-0", terminated_reason="OOMKilled"),
+        PodFacts("llama-0", last_terminated_reason="OOMKilled", running=True, restart_count=5),
+        PodFacts("llama-0", waiting_reason="CrashLoopBackOff", last_terminated_reason="OOMKilled"),
+    ],
+    ids=["current-termination", "last-termination", "beats-crash-loop"],
+)
+def test_oom_kill_in_current_or_last_termination_is_reported_as_oom(pod: PodFacts) -> None:
+    observation = classify_pod(pod)
+    assert observation.reason == "OOMKilled"
+    assert observation.message == (
+        'Backend Pod "llama-0" was OOMKilled; '
+        "inspect its memory limit and model runtime requirements"
+    )
+    assert observation.degraded
+
+
+def test_image_pull_failure_wins_over_an_earlier_oom_kill_of_the_same_pod() -> None:
+    pod = PodFacts("llama-0", waiting_reason="ImagePullBackOff", last_terminated_reason="OOMKilled")
+    assert classify_pod(pod).reason == "ImagePullFailed"
+
+
+def test_crash_loop_is_reported_before_the_restart_count() -> None:
+    observation = classify_pod(
+        PodFacts(
+            "llama-0",
+            waiting_reason="CrashLoopBackOff",
+            restart_count=7,
+            last_terminated_reason="Error",
+        )
+    )
+    assert (observation.reason, observation.degraded) == ("CrashLoopBackOff", True)
+    assert observation.message == (
+        'Backend Pod "llama-0" is in CrashLoopBackOff; '
+        "inspect its serving-container logs and configuration"
+    )
+
+
+@pytest.mark.parametrize(("restarts", "reason"), [(1, "ModelLoading"), (2, "ContainerRestarting")])
+def test_two_restarts_make_a_running_pod_degraded_one_does_not(restarts: int, reason: str) -> None:
+    observation = classify_pod(PodFacts("llama-0", running=True, restart_count=restarts))
+    assert observation.reason == reason
+    assert observation.degraded is (reason == "ContainerRestarting")
+
+
+def test_repeated_restart_message_points_at_logs_and_exit_reason() -> None:
+    observation = classify_pod(PodFacts("llama-0", restart_count=2))
+    assert observation.message == (
+        'Backend Pod "llama-0" repeatedly restarted; '
+        "inspect its serving-container logs and exit reason"
+    )
+
+
+def test_unschedulable_pod_is_a_scheduling_delay_not_a_failure() -> None:
+    observation = classify_pod(PodFacts("llama-0", scheduled_false_reason="Unschedulable"))
+    assert (observation.reason, observation.degraded) == ("SchedulingDelayed", False)
+    assert observation.message == (
+        'Backend Pod "llama-0" is unschedulable; inspect accelerator capacity, selectors, '
+        "tolerations, and scheduler events"
+    )
+
+
+def test_scheduling_false_for_another_reason_is_just_starting() -> None:
+    observation = classify_pod(PodFacts("llama-0", scheduled_false_reason="SchedulerError"))
+    assert observation.reason == "Starting"
+
+
+def test_running_but_not_ready_pod_is_loading_its_model() -> None:
+    observation = classify_pod(PodFacts("llama-0", running=True, ready=False))
+    assert (observation.reason, observation.degraded) == ("ModelLoading", False)
+    assert observation.message == (
+        'Backend Pod "llama-0" is running while the model loads and readiness checks complete'
+    )
+
+
+@pytest.mark.parametrize(
+    "pod",
+    [
+        PodFacts("llama-0"),
+        PodFacts("llama-0", waiting_reason="ContainerCreating"),
+        PodFacts("llama-0", running=True, ready=True),
+    ],
+    ids=["no-container-status", "container-creating", "running-and-ready"],
+)
+def test_anything_else_is_starting(pod: PodFacts) -> None:
+    observation = classify_pod(pod)
+    assert observation == classify_pod(PodFacts("llama-0"))
+    assert (observation.reason, observation.message, observation.degraded) == (
+        "Starting",
+        'Backend Pod "llama-0" is starting',
+        False,
+    )
+
+
+def test_no_pods_means_waiting_for_the_deployment_to_create_one() -> None:
+    assert observe_backend(NO_DEPLOYMENT_ACTIVITY, []) == BackendObservation(
+        reason="Activating",
+        message="Waiting for the backend Deployment to create a serving Pod",
+        degraded=False,
+        replicas=0,
+        ready_replicas=0,
+        active_pods=0,
+    )
+
+
+@pytest.mark.parametrize(
+    "ignored",
+    [
+        PodFacts("old-0", terminating=True, waiting_reason="ImagePullBackOff"),
+        PodFacts("old-0", phase="Failed", terminated_reason="OOMKilled"),
+        PodFacts("old-0", phase="Succeeded", restart_count=9),
+    ],
+    ids=["terminating", "failed", "succeeded"],
+)
+def test_terminating_and_finished_pods_are_ignored(ignored: PodFacts) -> None:
+    observation = observe_backend(NO_DEPLOYMENT_ACTIVITY, [ignored])
+    assert (observation.reason, observation.active_pods) == ("Activating", 0)
+    beside_loading = observe_backend(
+        NO_DEPLOYMENT_ACTIVITY, [ignored, PodFacts("new-0", phase="Running", running=True)]
+    )
+    assert (beside_loading.reason, beside_loading.active_pods) == ("ModelLoading", 1)
+
+
+def test_the_highest_priority_failure_among_pods_wins() -> None:
+    pods = [
+        PodFacts("a-loading", running=True),
+        PodFacts("b-unschedulable", scheduled_false_reason="Unschedulable"),
+        PodFacts("c-restarting", restart_count=3),
+        PodFacts("d-crashing", waiting_reason="CrashLoopBackOff"),
+        PodFacts("e-oom", terminated_reason="OOMKilled"),
+        PodFacts("f-pull", waiting_reason="ErrImagePull"),
+        PodFacts("g-starting"),
+    ]
+    expected = [
+        "ImagePullFailed",
+        "OOMKilled",
+        "CrashLoopBackOff",
+        "ContainerRestarting",
+        "SchedulingDelayed",
+        "ModelLoading",
+        "Starting",
+    ]
+    winners = []
+    while pods:
+        winner = observe_backend(NO_DEPLOYMENT_ACTIVITY, pods)
+        winners.append(winner.reason)
+        pods = [pod for pod in pods if classify_pod(pod).reason != winner.reason]
+    assert winners == expected
+
+
+def test_equal_priority_is_broken_by_the_message_in_ascending_order() -> None:
+    pods = [
+        PodFacts("llama-b", waiting_reason="ErrImagePull"),
+        PodFacts("llama-a", waiting_reason="ImagePullBackOff"),
+        PodFacts("llama-c", waiting_reason="InvalidImageName"),
+    ]
+    observation = observe_backend(NO_DEPLOYMENT_ACTIVITY, pods)
+    assert observation.message.startswith('Backend Pod "llama-a"')
+    assert observation.active_pods == 3
+
+
+def test_a_failure_on_one_pod_shows_even_when_another_serves() -> None:
+    deployment = DeploymentFacts(replicas=2, ready_replicas=1)
+    pods = [
+        PodFacts("llama-0", phase="Running", running=True, ready=True),
+        PodFacts("llama-1", waiting_reason="CrashLoopBackOff"),
+    ]
+    observation = observe_backend(deployment, pods)
+    assert (observation.reason, observation.degraded) == ("CrashLoopBackOff", True)
+    assert (observation.replicas, observation.ready_replicas, observation.active_pods) == (2, 1, 2)
+
+
+def test_progress_deadline_overrides_every_pod_observation() -> None:
+    pods = [PodFacts("llama-0", waiting_reason="ErrImagePull")]
+    observation = observe_backend(DEADLINE_EXCEEDED, pods)
+    assert (observation.reason, observation.message, observation.degraded) == (
+        "ProgressDeadlineExceeded",
+        DEADLINE_MESSAGE,
+        True,
+    )
+
+
+@pytest.mark.parametrize(
+    ("deployment", "pods"),
+    [
+        (DeploymentFacts(replicas=1), []),
+        (DeploymentFacts(ready_replicas=1), []),
+        (DeploymentFacts(), [PodFacts("llama-0")]),
+    ],
+    ids=["replicas", "ready-replicas", "considered-pod"],
+)
+def test_progress_deadline_counts_once_the_backend_has_any_workload(
+    deployment: DeploymentFacts, pods: list[PodFacts]
+) -> None:
+    exceeded = DeploymentFacts(
+        replicas=deployment.replicas,
+        ready_replicas=deployment.ready_replicas,
+        progressing_status="False",
+        progressing_reason="ProgressDeadlineExceeded",
+    )
+    assert observe_backend(exceeded, pods).reason == "ProgressDeadlineExceeded"
+
+
+def test_stale_progress_deadline_on_a_scaled_to_zero_deployment_is_ignored() -> None:
+    exceeded_at_zero = DeploymentFacts(
+        progressing_status="False", progressing_reason="ProgressDeadlineExceeded"
+    )
+    terminating = PodFacts("llama-0", terminating=True)
+    observation = observe_backend(exceeded_at_zero, [terminating])
+    assert (observation.reason, observation.degraded) == ("Activating", False)
+
+
+@pytest.mark.parametrize(
+    ("status", "reason"),
+    [("True", "ProgressDeadlineExceeded"), ("False", "ReplicaSetUpdated"), (None, None)],
+)
+def test_progressing_condition_other_than_deadline_exceeded_does_not_degrade(
+    status: str | None, reason: str | None
+) -> None:
+    deployment = DeploymentFacts(replicas=1, progressing_status=status, progressing_reason=reason)
+    observation = observe_backend(deployment, [PodFacts("llama-0", running=True)])
+    assert (observation.reason, observation.degraded) == ("ModelLoading", False)
