@@ -1,0 +1,424 @@
+"""LLMService status: phase and conditions from observations or failures, no-op writes, events."""
+
+from typing import Any
+
+import pytest
+from noctaya.core.errors import NoctayaError
+from noctaya.core.observation import BackendObservation
+from noctaya.core.status import (
+    Condition,
+    LLMServiceStatus,
+    Phase,
+    StatusEvent,
+    decide_event,
+    failure_status,
+    phase_for,
+    same_status,
+    success_status,
+)
+
+T0 = "2025-03-01T10:00:00Z"
+T1 = "2025-03-01T10:05:00Z"
+T2 = "2025-03-01T10:09:00Z"
+AUTOSCALING_OK = ("True", "ScaledObjectApplied", "KEDA External Push autoscaling is configured")
+PULL_FAILURE = BackendObservation(
+    reason="ImagePullFailed",
+    message='Backend Pod "llama-0" cannot pull its serving image; '
+    "check the image and imagePullSecrets",
+    degraded=True,
+    replicas=1,
+    ready_replicas=0,
+    active_pods=1,
+)
+LOADING = BackendObservation(
+    reason="ModelLoading",
+    message='Backend Pod "llama-0" is running while the model loads and readiness checks complete',
+    degraded=False,
+    replicas=1,
+    ready_replicas=0,
+    active_pods=1,
+)
+SERVING = BackendObservation(
+    reason="Starting",
+    message='Backend Pod "llama-0" is starting',
+    degraded=False,
+    replicas=2,
+    ready_replicas=2,
+    active_pods=2,
+)
+IDLE = BackendObservation(
+    reason="Activating",
+    message="Waiting for the backend Deployment to create a serving Pod",
+    degraded=False,
+    replicas=0,
+    ready_replicas=0,
+    active_pods=0,
+)
+
+
+def reconcile(
+    observation: BackendObservation,
+    previous: LLMServiceStatus | None = None,
+    *,
+    now: str = T0,
+    scaling_min: int = 0,
+    generation: int = 3,
+) -> LLMServiceStatus:
+    return success_status(
+        previous or LLMServiceStatus(),
+        observation,
+        service="llama",
+        namespace="team-a",
+        runtime="vllm-cuda",
+        generation=generation,
+        scaling_min=scaling_min,
+        now=now,
+    )
+
+
+def summary(status: LLMServiceStatus, type_: str) -> tuple[str, str, str]:
+    condition = status.condition(type_)
+    assert condition is not None, f"missing condition {type_}"
+    return (condition.status, condition.reason, condition.message)
+
+
+def test_ready_backend_reports_ready_available_and_healthy() -> None:
+    status = reconcile(SERVING)
+    assert status.to_wire() == {
+        "phase": "Ready",
+        "resolvedRuntime": "vllm-cuda",
+        "replicas": 2,
+        "endpointURL": "http://llama.team-a.svc/v1",
+        "conditions": [
+            {
+                "type": "AutoscalingReady",
+                "status": "True",
+                "observedGeneration": 3,
+                "lastTransitionTime": T0,
+                "reason": "ScaledObjectApplied",
+                "message": "KEDA External Push autoscaling is configured",
+            },
+            {
+                "type": "Ready",
+                "status": "True",
+                "observedGeneration": 3,
+                "lastTransitionTime": T0,
+                "reason": "Available",
+                "message": "Serving pods are ready",
+            },
+            {
+                "type": "Degraded",
+                "status": "False",
+                "observedGeneration": 3,
+                "lastTransitionTime": T0,
+                "reason": "Healthy",
+                "message": "No backend activation failure is observed",
+            },
+        ],
+    }
+
+
+def test_degraded_is_true_while_phase_stays_ready_when_one_pod_fails() -> None:
+    one_ready_one_failing = BackendObservation(
+        reason=PULL_FAILURE.reason,
+        message=PULL_FAILURE.message,
+        degraded=True,
+        replicas=2,
+        ready_replicas=1,
+        active_pods=2,
+    )
+    status = reconcile(one_ready_one_failing)
+    assert status.phase is Phase.READY
+    assert status.replicas == 1
+    assert summary(status, "Ready") == ("True", "Available", "Serving pods are ready")
+    assert summary(status, "Degraded") == ("True", "ImagePullFailed", PULL_FAILURE.message)
+
+
+def test_failing_backend_without_ready_pods_is_degraded_with_the_observed_reason() -> None:
+    status = reconcile(PULL_FAILURE)
+    assert status.phase is Phase.DEGRADED
+    assert summary(status, "Ready") == ("False", "ImagePullFailed", PULL_FAILURE.message)
+    assert summary(status, "Degraded") == ("True", "ImagePullFailed", PULL_FAILURE.message)
+    assert summary(status, "AutoscalingReady") == AUTOSCALING_OK
+
+
+@pytest.mark.parametrize(
+    ("replicas", "active_pods"), [(1, 0), (0, 1)], ids=["deployment-replicas", "active-pod"]
+)
+def test_backend_with_replicas_or_active_pods_is_loading(replicas: int, active_pods: int) -> None:
+    observation = BackendObservation(
+        reason=LOADING.reason,
+        message=LOADING.message,
+        degraded=False,
+        replicas=replicas,
+        ready_replicas=0,
+        active_pods=active_pods,
+    )
+    status = reconcile(observation, scaling_min=1)
+    assert status.phase is Phase.LOADING
+    assert status.replicas == 0
+    assert summary(status, "Ready") == ("False", "ModelLoading", LOADING.message)
+    assert summary(status, "Degraded") == (
+        "False",
+        "Progressing",
+        "Backend activation is progressing without an observed failure",
+    )
+
+
+def test_idle_backend_with_min_zero_is_scaled_to_zero() -> None:
+    status = reconcile(IDLE, scaling_min=0)
+    assert status.phase is Phase.SCALED_TO_ZERO
+    assert summary(status, "Ready") == ("False", "ScaledToZero", "Backend is scaled to zero")
+    assert summary(status, "Degraded") == (
+        "False",
+        "Inactive",
+        "Backend is scaled to zero and has no observed activation failure",
+    )
+
+
+def test_idle_backend_with_a_minimum_is_pending() -> None:
+    status = reconcile(IDLE, scaling_min=1)
+    assert status.phase is Phase.PENDING
+    assert summary(status, "Ready") == ("False", "Pending", "Waiting for the backend Deployment")
+    assert summary(status, "Degraded")[:2] == ("False", "Progressing")
+
+
+@pytest.mark.parametrize(
+    ("observation", "scaling_min", "phase"),
+    [
+        (SERVING, 1, Phase.READY),
+        (PULL_FAILURE, 0, Phase.DEGRADED),
+        (LOADING, 0, Phase.LOADING),
+        (IDLE, 0, Phase.SCALED_TO_ZERO),
+        (IDLE, 2, Phase.PENDING),
+    ],
+)
+def test_phase_is_the_first_matching_rule(
+    observation: BackendObservation, scaling_min: int, phase: Phase
+) -> None:
+    assert phase_for(observation, scaling_min) is phase
+
+
+def test_every_condition_carries_the_reconciled_generation() -> None:
+    status = reconcile(LOADING, reconcile(SERVING, generation=1), generation=7, now=T1)
+    assert [c.observed_generation for c in status.conditions] == [7, 7, 7]
+
+
+def test_transition_time_moves_only_when_the_condition_status_changes() -> None:
+    loading = reconcile(LOADING, now=T0)
+    failing = reconcile(PULL_FAILURE, loading, now=T1)
+    ready = failing.condition("Ready")
+    degraded = failing.condition("Degraded")
+    autoscaling = failing.condition("AutoscalingReady")
+    assert ready is not None
+    assert degraded is not None
+    assert autoscaling is not None
+    assert (ready.reason, ready.last_transition_time) == ("ImagePullFailed", T0)
+    assert (degraded.status, degraded.last_transition_time) == ("True", T1)
+    assert autoscaling.last_transition_time == T0
+
+
+def test_unchanged_world_recomputes_an_equal_status_that_needs_no_write() -> None:
+    first = reconcile(PULL_FAILURE, now=T0)
+    live = first.to_wire()
+    again = reconcile(PULL_FAILURE, LLMServiceStatus.from_wire(live), now=T2)
+    assert again == first
+    assert same_status(live, again)
+
+
+def test_changed_status_is_not_the_same_and_must_be_written() -> None:
+    live = reconcile(LOADING, now=T0).to_wire()
+    assert not same_status(live, reconcile(SERVING, LLMServiceStatus.from_wire(live), now=T1))
+    assert not same_status(None, reconcile(LOADING))
+
+
+def test_same_status_ignores_condition_order_and_time_spelling() -> None:
+    desired = reconcile(SERVING)
+    live = desired.to_wire()
+    live["conditions"].reverse()
+    for condition in live["conditions"]:
+        condition["lastTransitionTime"] = "2025-03-01T12:00:00.000+02:00"
+    assert same_status(live, desired)
+
+
+def test_same_status_sees_a_different_message_or_generation() -> None:
+    desired = reconcile(SERVING)
+    for field, value in [("message", "edited"), ("observedGeneration", 2)]:
+        live = desired.to_wire()
+        live["conditions"][1][field] = value
+        assert not same_status(live, desired), field
+
+
+def test_conditions_owned_by_others_are_kept_in_place() -> None:
+    foreign = Condition("ExternalCheck", "True", "Fine", "checked elsewhere", 1, T0)
+    status = reconcile(SERVING, LLMServiceStatus(conditions=(foreign,)), now=T1)
+    assert [c.type for c in status.conditions] == [
+        "ExternalCheck",
+        "AutoscalingReady",
+        "Ready",
+        "Degraded",
+    ]
+    assert status.conditions[0] == foreign
+
+
+def test_failure_before_autoscaling_marks_every_condition_with_the_failure() -> None:
+    previous = reconcile(SERVING, now=T0)
+    error = NoctayaError("RuntimeResolution", 'InferenceRuntime "vllm-cuda" not found')
+    status = failure_status(previous, error, generation=4, autoscaling_applied=False, now=T1)
+    failed = ("False", "RuntimeResolution", 'InferenceRuntime "vllm-cuda" not found')
+    assert status.phase is Phase.DEGRADED
+    assert summary(status, "AutoscalingReady") == failed
+    assert summary(status, "Ready") == failed
+    assert summary(status, "Degraded") == ("True", *failed[1:])
+    assert [c.observed_generation for c in status.conditions] == [4, 4, 4]
+    assert all(c.last_transition_time == T1 for c in status.conditions)
+
+
+def test_failure_after_autoscaling_keeps_autoscaling_ready_and_the_other_fields() -> None:
+    previous = reconcile(SERVING, now=T0)
+    error = NoctayaError("ApplyDeployment", "deployments.apps is forbidden")
+    status = failure_status(previous, error, generation=3, autoscaling_applied=True, now=T1)
+    autoscaling = status.condition("AutoscalingReady")
+    assert autoscaling == previous.condition("AutoscalingReady")
+    assert summary(status, "Ready") == ("False", "ApplyDeployment", error.message)
+    assert summary(status, "Degraded") == ("True", "ApplyDeployment", error.message)
+    assert (status.resolved_runtime, status.replicas, status.endpoint_url) == (
+        "vllm-cuda",
+        2,
+        "http://llama.team-a.svc/v1",
+    )
+
+
+def test_first_failure_leaves_the_unknown_fields_absent() -> None:
+    error = NoctayaError("AutoscalingUnavailable", "KEDA ScaledObject CRD is required ...")
+    status = failure_status(
+        LLMServiceStatus(), error, generation=1, autoscaling_applied=False, now=T0
+    )
+    wire = status.to_wire()
+    assert set(wire) == {"phase", "conditions"}
+    assert wire["phase"] == "Degraded"
+
+
+def test_repeated_failure_is_the_same_status() -> None:
+    error = NoctayaError("ModelResolution", 'unsupported model source scheme "ftp"')
+    first = failure_status(
+        LLMServiceStatus(), error, generation=1, autoscaling_applied=False, now=T0
+    )
+    again = failure_status(first, error, generation=1, autoscaling_applied=False, now=T1)
+    assert same_status(first.to_wire(), again)
+
+
+def test_now_is_normalised_to_utc_seconds() -> None:
+    status = reconcile(SERVING, now="2025-03-01T12:00:00.987654+02:00")
+    assert {c.last_transition_time for c in status.conditions} == {T0}
+
+
+@pytest.mark.parametrize("now", ["yesterday", "2025-03-01T10:00:00"])
+def test_invalid_now_is_rejected_by_name(now: str) -> None:
+    with pytest.raises(ValueError, match=r"^now: "):
+        reconcile(SERVING, now=now)
+
+
+@pytest.mark.parametrize(
+    ("live", "field"),
+    [
+        ([], "status: expected an object"),
+        ({"phase": "Sleeping"}, "status.phase: unknown phase 'Sleeping'"),
+        ({"replicas": "2"}, "status.replicas: expected an integer"),
+        ({"replicas": True}, "status.replicas: expected an integer"),
+        ({"conditions": {}}, "status.conditions: expected a list"),
+        ({"conditions": ["Ready"]}, r"status.conditions\[0\]: expected an object"),
+        (
+            {"conditions": [{"type": "Ready", "status": "Maybe"}]},
+            r"status.conditions\[0\].status: must be True, False or Unknown",
+        ),
+        (
+            {"conditions": [{"type": "Ready", "status": "True", "lastTransitionTime": "never"}]},
+            r"status.conditions\[0\].lastTransitionTime: not an RFC 3339 time",
+        ),
+        (
+            {"conditions": [{"status": "True", "lastTransitionTime": T0}]},
+            r"status.conditions\[0\].type: expected a string",
+        ),
+    ],
+)
+def test_malformed_live_status_is_rejected_naming_the_field(live: Any, field: str) -> None:
+    with pytest.raises(ValueError, match=field):
+        LLMServiceStatus.from_wire(live)
+
+
+def test_wire_round_trip_is_lossless() -> None:
+    status = reconcile(PULL_FAILURE)
+    assert LLMServiceStatus.from_wire(status.to_wire()) == status
+    assert LLMServiceStatus.from_wire(None) == LLMServiceStatus()
+    assert LLMServiceStatus.from_wire({}) == LLMServiceStatus()
+
+
+WARNING_PULL = StatusEvent(
+    "Warning", "ImagePullFailed", "ObserveBackendFailure", PULL_FAILURE.message
+)
+RECOVERED = StatusEvent(
+    "Normal", "BackendRecovered", "ObserveBackendRecovery", "Backend activation recovered"
+)
+
+
+def test_new_failure_emits_one_warning_named_after_the_failure() -> None:
+    loading = reconcile(LOADING)
+    failing = reconcile(PULL_FAILURE, loading, now=T1)
+    assert decide_event(loading.conditions, failing.conditions) == WARNING_PULL
+    assert decide_event((), failing.conditions) == WARNING_PULL
+
+
+def test_the_same_failure_observed_again_emits_nothing() -> None:
+    failing = reconcile(PULL_FAILURE)
+    again = reconcile(PULL_FAILURE, failing, now=T1)
+    assert decide_event(failing.conditions, again.conditions) is None
+
+
+def test_same_failure_class_on_another_pod_emits_nothing() -> None:
+    failing = reconcile(PULL_FAILURE)
+    other_pod = BackendObservation(
+        reason="ImagePullFailed",
+        message='Backend Pod "llama-1" cannot pull its serving image; '
+        "check the image and imagePullSecrets",
+        degraded=True,
+        replicas=1,
+        ready_replicas=0,
+        active_pods=1,
+    )
+    assert decide_event(failing.conditions, reconcile(other_pod, failing).conditions) is None
+
+
+def test_a_different_failure_class_emits_a_new_warning() -> None:
+    failing = reconcile(PULL_FAILURE)
+    oom = BackendObservation(
+        reason="OOMKilled",
+        message='Backend Pod "llama-0" was OOMKilled; '
+        "inspect its memory limit and model runtime requirements",
+        degraded=True,
+        replicas=1,
+        ready_replicas=0,
+        active_pods=1,
+    )
+    assert decide_event(failing.conditions, reconcile(oom, failing, now=T1).conditions) == (
+        StatusEvent("Warning", "OOMKilled", "ObserveBackendFailure", oom.message)
+    )
+
+
+def test_recovery_emits_one_backend_recovered_and_healthy_repeats_emit_nothing() -> None:
+    history = [PULL_FAILURE, SERVING, SERVING, LOADING, IDLE]
+    status = LLMServiceStatus()
+    events = []
+    for step, observation in enumerate(history):
+        following = reconcile(observation, status, now=f"2025-03-01T10:0{step}:00Z")
+        events.append(decide_event(status.conditions, following.conditions))
+        status = following
+    assert events == [WARNING_PULL, RECOVERED, None, None, None]
+
+
+def test_recovery_from_a_reconcile_failure_is_announced_too() -> None:
+    error = NoctayaError("RuntimeResolution", "no InferenceRuntime matches vendors [nvidia]")
+    failed = failure_status(
+        LLMServiceStatus(), error, generation=1, autoscaling_applied=False, now=T0
+    )
+    assert decide_event(failed.conditions, reconcile(SERVING, failed).conditions) == RECOVERED
