@@ -1,0 +1,140 @@
+"""The wire conventions every API model shares: camelCase names, strict scalars, Kubernetes formats.
+
+The CRD schema is generated from these models, so each scalar type carries the JSON-schema
+fragment the API server needs (`format: int32`, int-or-string quantities, duration patterns)
+beside the validation pydantic runs; the two can never drift apart.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Annotated, Any, Final
+
+from noctaya.core.values import Duration, Quantity
+from pydantic import (
+    AfterValidator,
+    BaseModel,
+    BeforeValidator,
+    ConfigDict,
+    Field,
+    GetJsonSchemaHandler,
+    Strict,
+    WithJsonSchema,
+)
+from pydantic.alias_generators import to_camel
+from pydantic.json_schema import JsonSchemaValue
+from pydantic_core import CoreSchema
+
+API_GROUP: Final = "serving.noctaya.io"
+API_VERSION: Final = "v1alpha1"
+GROUP_VERSION: Final = "serving.noctaya.io/v1alpha1"
+
+# Longest duration string accepted; bounds the cost of the CEL rules that call duration().
+DURATION_MAX_LENGTH = 64
+# Go `time.ParseDuration` syntax, which is also what CEL's duration() accepts.
+DURATION_PATTERN = r"^[-+]?(0|(([0-9]+(\.[0-9]*)?|\.[0-9]+)(ns|us|µs|μs|ms|s|m|h))+)$"
+# The pattern Kubernetes publishes for `resource.Quantity`.
+QUANTITY_PATTERN = (
+    r"^(\+|-)?(([0-9]+(\.[0-9]*)?)|(\.[0-9]+))"
+    r"(([KMGTPE]i)|[numkMGTPE]|([eE](\+|-)?(([0-9]+(\.[0-9]*)?)|(\.[0-9]+))))?$"
+)
+
+
+class ApiModel(BaseModel):
+    """Base of every API object: camelCase on the wire, snake_case in Python, unknown keys rejected.
+
+    Unknown keys are errors (not silently dropped as the API server's pruning would) so a typo in
+    a manifest such as `scaling.maxx` is reported instead of quietly falling back to a default.
+    """
+
+    model_config = ConfigDict(
+        alias_generator=to_camel,
+        validate_by_name=True,
+        validate_by_alias=True,
+        serialize_by_alias=True,
+        extra="forbid",
+        use_attribute_docstrings=True,
+    )
+
+    def to_wire(self) -> dict[str, Any]:
+        """The JSON-ready manifest form: camelCase keys, unset optional fields omitted."""
+        return self.model_dump(mode="json", by_alias=True, exclude_none=True)
+
+
+class _SchemaFormat:
+    """Adds an OpenAPI `format` (`int32`, `int64`) to a generated schema node."""
+
+    def __init__(self, fmt: str) -> None:
+        self.fmt = fmt
+
+    def __get_pydantic_json_schema__(
+        self, core_schema: CoreSchema, handler: GetJsonSchemaHandler
+    ) -> JsonSchemaValue:
+        schema = handler(core_schema)
+        schema["format"] = self.fmt
+        return schema
+
+
+def _bounded_duration_text(value: Any) -> Any:
+    if isinstance(value, str) and len(value) > DURATION_MAX_LENGTH:
+        raise ValueError(f"must be at most {DURATION_MAX_LENGTH} characters")
+    return value
+
+
+def _fits(bits: int) -> Callable[[int], int]:
+    """A range check kept apart from `ge`/`le`, which a field's own bounds would override."""
+    low, high = -(2 ** (bits - 1)), 2 ** (bits - 1) - 1
+
+    def check(value: int) -> int:
+        if not low <= value <= high:
+            raise ValueError(f"must fit in a {bits}-bit integer")
+        return value
+
+    return check
+
+
+Int32 = Annotated[int, Strict(), AfterValidator(_fits(32)), _SchemaFormat("int32")]
+Int64 = Annotated[int, Strict(), AfterValidator(_fits(64)), _SchemaFormat("int64")]
+StrictBool = Annotated[bool, Strict()]
+
+ApiDuration = Annotated[
+    Duration,
+    BeforeValidator(_bounded_duration_text),
+    WithJsonSchema(
+        {"type": "string", "pattern": DURATION_PATTERN, "maxLength": DURATION_MAX_LENGTH}
+    ),
+]
+"""A Go duration (`10s`, `5m`, `1h30m`) written as a string."""
+
+ApiQuantity = Annotated[
+    Quantity,
+    WithJsonSchema(
+        {
+            "anyOf": [{"type": "integer"}, {"type": "string"}],
+            "pattern": QUANTITY_PATTERN,
+            "x-kubernetes-int-or-string": True,
+        }
+    ),
+]
+"""A Kubernetes quantity (`500m`, `32Gi`), written as a string or a whole number."""
+
+
+def _int_or_string(value: Any) -> Any:
+    if isinstance(value, bool) or not isinstance(value, int | str):
+        raise ValueError("must be an integer or a string")
+    return value
+
+
+IntOrString = Annotated[
+    int | str,
+    BeforeValidator(_int_or_string),
+    WithJsonSchema(
+        {"anyOf": [{"type": "integer"}, {"type": "string"}], "x-kubernetes-int-or-string": True}
+    ),
+]
+"""A port given by number or by name, as in Kubernetes probes."""
+
+
+def empty_object_default(factory: Callable[[], Any]) -> Any:
+    """A nested object the API server defaults to `{}`, so the defaults inside it apply too."""
+    return Field(default_factory=factory, json_schema_extra={"default": {}})

@@ -1,0 +1,298 @@
+"""LLMService (namespaced): a model endpoint with its resources, scaling, cache and cold start."""
+
+from __future__ import annotations
+
+from enum import StrEnum
+from typing import Literal
+
+from noctaya.core.api import rules
+from noctaya.core.api.base import (
+    GROUP_VERSION,
+    ApiDuration,
+    ApiModel,
+    ApiQuantity,
+    Int32,
+    StrictBool,
+    empty_object_default,
+)
+from noctaya.core.api.kubernetes import Condition, LocalObjectReference, ObjectMeta, condition_list
+from noctaya.core.values import Duration
+from pydantic import ConfigDict, Field, ValidationInfo, field_validator, model_validator
+
+
+class Vendor(StrEnum):
+    NVIDIA = "nvidia"
+    ASCEND = "ascend"
+
+
+class ModelSource(ApiModel):
+    model_config = ConfigDict(
+        json_schema_extra=rules.validations(rules.SECRET_REF_OCI_ONLY, rules.SECRET_REF_NAME)
+    )
+
+    uri: str = Field(min_length=1)
+    """hf:// (or huggingface://), modelscope://, oci://<registry>/<repository>@sha256:<digest>,
+    or pvc://<claim>[/<subpath>]."""
+    secret_ref: LocalObjectReference | None = None
+    """A kubernetes.io/dockerconfigjson Secret for oci:// sources, in the service namespace."""
+
+    @field_validator("secret_ref")
+    @classmethod
+    def _secret_ref_only_for_oci(
+        cls, value: LocalObjectReference | None, info: ValidationInfo
+    ) -> LocalObjectReference | None:
+        if value is not None:
+            uri = info.data.get("uri", "")
+            rules.SECRET_REF_OCI_ONLY.check(uri.partition("://")[0].lower() == "oci")
+            rules.SECRET_REF_NAME.check(bool(value.name))
+        return value
+
+
+class ModelSpec(ApiModel):
+    model_config = ConfigDict(json_schema_extra=rules.validations(rules.MODEL_SOURCE_EXCLUSIVE))
+
+    source: ModelSource | None = None
+    catalog_ref: str | None = None
+    """Reserved for model-catalog lookup; not implemented."""
+
+    @model_validator(mode="after")
+    def _exactly_one_source(self) -> ModelSpec:
+        rules.MODEL_SOURCE_EXCLUSIVE.check((self.source is not None) != bool(self.catalog_ref))
+        return self
+
+
+class RuntimeSelector(ApiModel):
+    vendor: list[Vendor] | None = Field(default=None, min_length=1)
+    """Vendors in preference order; the first with a runtime wins, then the highest priority."""
+
+
+class RuntimeSelection(ApiModel):
+    model_config = ConfigDict(
+        json_schema_extra=rules.validations(rules.RUNTIME_SELECTION_EXCLUSIVE)
+    )
+
+    name: str | None = None
+    """Pins one cluster-scoped InferenceRuntime."""
+    selector: RuntimeSelector | None = None
+    args_override: list[str] = Field(default_factory=list)
+    """Arguments appended after the runtime's templated arguments (templated too)."""
+
+    @model_validator(mode="after")
+    def _exactly_one_selection(self) -> RuntimeSelection:
+        by_vendor = self.selector is not None and bool(self.selector.vendor)
+        rules.RUNTIME_SELECTION_EXCLUSIVE.check(bool(self.name) != by_vendor)
+        return self
+
+
+class Fraction(ApiModel):
+    """Reserved for sub-device sharing; any value fails reconciliation."""
+
+    memory: ApiQuantity | None = None
+    cores: ApiQuantity | None = None
+
+
+class Resources(ApiModel):
+    accelerators: Int32 = Field(default=1, ge=1)
+    """Whole devices requested per backend replica."""
+    cpu: ApiQuantity | None = None
+    """CPU request per backend replica."""
+    memory: ApiQuantity | None = None
+    """Memory request and limit per backend replica."""
+    fraction: Fraction | None = None
+
+
+class ScalingMetric(StrEnum):
+    QUEUE_DEPTH = "queueDepth"
+    KV_CACHE_UTIL = "kvCacheUtil"
+
+
+class AuthenticationKind(StrEnum):
+    TRIGGER_AUTHENTICATION = "TriggerAuthentication"
+    CLUSTER_TRIGGER_AUTHENTICATION = "ClusterTriggerAuthentication"
+
+
+class AuthenticationRef(ApiModel):
+    name: str | None = Field(default=None, min_length=1)
+    """The KEDA object that supplies caCert, tlsClientCert and tlsClientKey."""
+    kind: AuthenticationKind = AuthenticationKind.TRIGGER_AUTHENTICATION
+
+
+class ScalerTLS(ApiModel):
+    model_config = ConfigDict(json_schema_extra=rules.validations(rules.SCALER_TLS_COMPLETE))
+
+    server_secret_name: str | None = Field(default=None, min_length=1)
+    """Existing Secret with tls.crt, tls.key and the client-verifying ca.crt."""
+    authentication_ref: AuthenticationRef | None = None
+
+    @model_validator(mode="after")
+    def _both_fields(self) -> ScalerTLS:
+        ref = self.authentication_ref
+        rules.SCALER_TLS_COMPLETE.check(
+            bool(self.server_secret_name) and ref is not None and bool(ref.name)
+        )
+        return self
+
+
+class ExternalScaler(ApiModel):
+    tls: ScalerTLS | None = None
+
+
+class Scaling(ApiModel):
+    model_config = ConfigDict(
+        json_schema_extra=rules.validations(
+            rules.SCALING_MIN_MAX,
+            rules.ACTIVATION_TIMEOUT_POSITIVE,
+            rules.STABILIZATION_WHOLE_SECONDS,
+            rules.DRAIN_TIMEOUT_NON_NEGATIVE,
+        )
+    )
+
+    min: Int32 = Field(default=0, ge=0)
+    """Minimum backend replicas; 0 enables scale-to-zero."""
+    max: Int32 = Field(default=1, ge=1, validate_default=True)
+    """Maximum backend replicas; at least min."""
+    metric: ScalingMetric = ScalingMetric.QUEUE_DEPTH
+    """Only queueDepth is implemented."""
+    target: Int32 = Field(default=10, ge=1)
+    """Queue-depth target per backend replica."""
+    activation_timeout: ApiDuration = Field(default="5m", validate_default=True)
+    """Bounds a cold request's wait or a reject-mode activation lease."""
+    scale_down_stabilization: ApiDuration = Field(default="5m", validate_default=True)
+    """HPA stabilization window and KEDA cooldown before scale-to-zero."""
+    drain_timeout: ApiDuration = Field(default="2m", validate_default=True)
+    """Pre-stop drain time when the runtime enables preStopDrain."""
+    external_scaler: ExternalScaler | None = None
+
+    @field_validator("max")
+    @classmethod
+    def _min_not_above_max(cls, value: int, info: ValidationInfo) -> int:
+        minimum = info.data.get("min")
+        rules.SCALING_MIN_MAX.check(minimum is None or minimum <= value)
+        return value
+
+    @field_validator("activation_timeout")
+    @classmethod
+    def _activation_positive(cls, value: Duration) -> Duration:
+        rules.ACTIVATION_TIMEOUT_POSITIVE.check(value.nanoseconds > 0)
+        return value
+
+    @field_validator("scale_down_stabilization")
+    @classmethod
+    def _stabilization_whole_seconds(cls, value: Duration) -> Duration:
+        rules.STABILIZATION_WHOLE_SECONDS.check(
+            value.is_whole_seconds() and Duration(0) <= value <= Duration.parse("1h")
+        )
+        return value
+
+    @field_validator("drain_timeout")
+    @classmethod
+    def _drain_non_negative(cls, value: Duration) -> Duration:
+        rules.DRAIN_TIMEOUT_NON_NEGATIVE.check(value.nanoseconds >= 0)
+        return value
+
+
+class CacheStrategy(StrEnum):
+    NODE_LOCAL_PVC = "NodeLocalPVC"
+    HOST_PATH = "HostPath"
+    SHARED_PVC = "SharedPVC"
+    BAKED_IMAGE = "BakedImage"
+    """Reserved; not implemented."""
+    NONE = "None"
+
+
+class Cache(ApiModel):
+    strategy: CacheStrategy = CacheStrategy.NODE_LOCAL_PVC
+    size: ApiQuantity | None = None
+    """PVC request for NodeLocalPVC or SharedPVC; the controller defaults it to 50Gi."""
+    storage_class_name: str | None = None
+    prewarm: StrictBool = False
+    """Download a hub model into the persistent cache with a one-off Job before serving."""
+
+
+class ComputeAmounts(ApiModel):
+    cpu: ApiQuantity | None = None
+    memory: ApiQuantity | None = None
+
+
+class GatewayResources(ApiModel):
+    requests: ComputeAmounts | None = None
+    limits: ComputeAmounts | None = None
+
+
+class SecretKeyReference(ApiModel):
+    name: str = Field(min_length=1)
+    key: str = Field(min_length=1)
+    """Secret data key holding the accepted Bearer token."""
+
+
+class EndpointAuthentication(ApiModel):
+    secret_ref: SecretKeyReference
+
+
+class ColdStartMode(StrEnum):
+    KEEPALIVE = "keepalive"
+    REJECT = "reject"
+
+
+class ColdStart(ApiModel):
+    model_config = ConfigDict(json_schema_extra=rules.validations(rules.HEARTBEAT_POSITIVE))
+
+    mode: ColdStartMode = ColdStartMode.KEEPALIVE
+    """keepalive holds streams with SSE heartbeats; reject returns 503 with Retry-After."""
+    heartbeat_interval: ApiDuration = Field(default="10s", validate_default=True)
+
+    @field_validator("heartbeat_interval")
+    @classmethod
+    def _heartbeat_positive(cls, value: Duration) -> Duration:
+        rules.HEARTBEAT_POSITIVE.check(value.nanoseconds > 0)
+        return value
+
+
+class Endpoint(ApiModel):
+    open_ai_compatible: StrictBool = Field(default=True, alias="openAICompatible")
+    """Informational; the gateway always serves the OpenAI-compatible API."""
+    max_queue: Int32 = Field(default=100, ge=1)
+    """Admitted requests per gateway replica; overflow gets 429 with Retry-After."""
+    resources: GatewayResources | None = None
+    authentication: EndpointAuthentication | None = None
+    cold_start: ColdStart = empty_object_default(ColdStart)
+
+
+class LLMServiceSpec(ApiModel):
+    model: ModelSpec
+    runtime: RuntimeSelection
+    resources: Resources = empty_object_default(Resources)
+    scaling: Scaling = empty_object_default(Scaling)
+    cache: Cache = empty_object_default(Cache)
+    endpoint: Endpoint = empty_object_default(Endpoint)
+    image_pull_secrets: list[LocalObjectReference] = Field(default_factory=list)
+    """Applied to backend, gateway and prewarm Pods."""
+
+
+class Phase(StrEnum):
+    PENDING = "Pending"
+    LOADING = "Loading"
+    READY = "Ready"
+    SCALED_TO_ZERO = "ScaledToZero"
+    DEGRADED = "Degraded"
+
+
+class LLMServiceStatus(ApiModel):
+    phase: Phase | None = None
+    resolved_runtime: str | None = None
+    """Name of the InferenceRuntime the controller selected."""
+    replicas: Int32 | None = Field(default=None, ge=0)
+    """Ready backend replicas (gateway replicas not included)."""
+    endpoint_url: str | None = Field(default=None, alias="endpointURL")
+    """In-cluster OpenAI-compatible base URL, ending in /v1."""
+    conditions: list[Condition] = condition_list()
+
+
+class LLMService(ApiModel):
+    """A model endpoint: a scale-to-zero vLLM backend behind an always-on gateway."""
+
+    api_version: Literal["serving.noctaya.io/v1alpha1"] = GROUP_VERSION
+    kind: Literal["LLMService"] = "LLMService"
+    metadata: ObjectMeta = Field(default_factory=ObjectMeta)
+    spec: LLMServiceSpec
+    status: LLMServiceStatus = Field(default_factory=LLMServiceStatus)

@@ -1,0 +1,124 @@
+"""Cross-field rules, each stated once: the CEL rule the API server runs and the pydantic check.
+
+A `Rule` carries the human message both sides report, the CEL expression for the CRD's
+`x-kubernetes-validations`, and the field (relative to the node the rule sits on) that the error
+points at. The models call `Rule.check` in their validators and publish `Rule.crd_rule()` in
+their schema, so the API server and `parse_llmservice` reject the same input with the same words.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+from pydantic_core import PydanticCustomError
+
+RULE_ERROR_TYPE = "noctaya_rule"
+
+
+@dataclass(frozen=True)
+class Rule:
+    message: str
+    cel: str
+    field: str | None = None
+    """Field of the node the error is reported on (CRD `fieldPath` `.<field>`), if not the node."""
+
+    def crd_rule(self) -> dict[str, str]:
+        rule = {"rule": self.cel, "message": self.message}
+        if self.field is not None:
+            rule["fieldPath"] = f".{self.field}"
+        return rule
+
+    def check(self, ok: bool) -> None:
+        """Raise the rule's error (as a pydantic error, so it gains the field's path) unless ok."""
+        if not ok:
+            raise PydanticCustomError(RULE_ERROR_TYPE, self.message)
+
+
+def validations(*rules: Rule) -> dict[str, Any]:
+    """The `x-kubernetes-validations` fragment for a model's `json_schema_extra`."""
+    return {"x-kubernetes-validations": [rule.crd_rule() for rule in rules]}
+
+
+def _positive(field: str) -> str:
+    return f"!has(self.{field}) || duration(self.{field}) > duration('0s')"
+
+
+MODEL_SOURCE_EXCLUSIVE = Rule(
+    "set exactly one of source or catalogRef",
+    "has(self.source) != (has(self.catalogRef) && self.catalogRef != '')",
+)
+SECRET_REF_OCI_ONLY = Rule(
+    "secretRef is supported only for oci:// sources",
+    "!has(self.secretRef) || self.uri.matches('^(?i:oci)://')",
+    "secretRef",
+)
+SECRET_REF_NAME = Rule(
+    "secretRef.name is required",
+    "!has(self.secretRef) || (has(self.secretRef.name) && self.secretRef.name != '')",
+    "secretRef",
+)
+RUNTIME_SELECTION_EXCLUSIVE = Rule(
+    "set exactly one of name or selector.vendor",
+    "(has(self.name) && self.name != '')"
+    " != (has(self.selector) && has(self.selector.vendor) && size(self.selector.vendor) > 0)",
+)
+SCALING_MIN_MAX = Rule(
+    "min must not exceed max",
+    "!has(self.min) || !has(self.max) || self.min <= self.max",
+    "max",
+)
+ACTIVATION_TIMEOUT_POSITIVE = Rule(
+    "activationTimeout must be greater than zero",
+    _positive("activationTimeout"),
+    "activationTimeout",
+)
+DRAIN_TIMEOUT_NON_NEGATIVE = Rule(
+    "drainTimeout must not be negative",
+    "!has(self.drainTimeout) || duration(self.drainTimeout) >= duration('0s')",
+    "drainTimeout",
+)
+STABILIZATION_WHOLE_SECONDS = Rule(
+    "scaleDownStabilization must be a whole number of seconds from 0s to 1h",
+    "!has(self.scaleDownStabilization)"
+    " || (duration(self.scaleDownStabilization) >= duration('0s')"
+    " && duration(self.scaleDownStabilization) <= duration('1h')"
+    " && duration(string(duration(self.scaleDownStabilization).getSeconds()) + 's')"
+    " == duration(self.scaleDownStabilization))",
+    "scaleDownStabilization",
+)
+SCALER_TLS_COMPLETE = Rule(
+    "serverSecretName and authenticationRef.name are both required when tls is set",
+    "has(self.serverSecretName) && self.serverSecretName != ''"
+    " && has(self.authenticationRef) && has(self.authenticationRef.name)"
+    " && self.authenticationRef.name != ''",
+)
+HEARTBEAT_POSITIVE = Rule(
+    "heartbeatInterval must be greater than zero",
+    _positive("heartbeatInterval"),
+    "heartbeatInterval",
+)
+SCHEDULER_QUEUE_NEEDS_VOLCANO = Rule(
+    "scheduler.queue requires scheduler.name volcano",
+    "!has(self.queue) || self.queue == '' || (has(self.name) && self.name == 'volcano')",
+    "queue",
+)
+METRICS_QUEUE_DEPTH = Rule(
+    "metrics.queueDepth is required when metrics is set",
+    "has(self.queueDepth) && self.queueDepth != ''",
+)
+
+ALL_RULES = (
+    MODEL_SOURCE_EXCLUSIVE,
+    SECRET_REF_OCI_ONLY,
+    SECRET_REF_NAME,
+    RUNTIME_SELECTION_EXCLUSIVE,
+    SCALING_MIN_MAX,
+    ACTIVATION_TIMEOUT_POSITIVE,
+    DRAIN_TIMEOUT_NON_NEGATIVE,
+    STABILIZATION_WHOLE_SECONDS,
+    SCALER_TLS_COMPLETE,
+    HEARTBEAT_POSITIVE,
+    SCHEDULER_QUEUE_NEEDS_VOLCANO,
+    METRICS_QUEUE_DEPTH,
+)

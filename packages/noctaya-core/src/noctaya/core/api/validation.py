@@ -1,0 +1,105 @@
+"""Manifest → model with errors a user can act on: `spec.scaling.max: min must not exceed max`.
+
+pydantic's own report is precise but speaks Python; this module turns each of its errors into one
+line that names the wire path (camelCase, `[i]` for list items) and the rule, and raises them
+together as one `InvalidResource` so the caller never sees a traceback.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any, TypeVar
+
+from noctaya.core.api.base import GROUP_VERSION
+from noctaya.core.api.inferenceruntime import InferenceRuntime
+from noctaya.core.api.llmservice import LLMService
+from noctaya.core.api.rules import RULE_ERROR_TYPE
+from noctaya.core.errors import NoctayaError
+from pydantic import BaseModel, ValidationError
+from pydantic_core import ErrorDetails
+
+_Resource = TypeVar("_Resource", bound=BaseModel)
+
+
+class InvalidResource(NoctayaError):
+    """A manifest that breaks the API contract; `problems` holds one `path: rule` line each."""
+
+    def __init__(self, kind: str, problems: list[str]) -> None:
+        super().__init__("InvalidSpec", f"invalid {kind}: " + "; ".join(problems))
+        self.kind = kind
+        self.problems = problems
+
+
+def parse_llmservice(manifest: Mapping[str, Any]) -> LLMService:
+    """Validate a whole LLMService manifest, or just its spec (a mapping without `spec`)."""
+    return _parse(LLMService, "LLMService", manifest)
+
+
+def parse_inferenceruntime(manifest: Mapping[str, Any]) -> InferenceRuntime:
+    """Validate a whole InferenceRuntime manifest, or just its spec (a mapping without `spec`)."""
+    return _parse(InferenceRuntime, "InferenceRuntime", manifest)
+
+
+def _parse(model: type[_Resource], kind: str, manifest: Mapping[str, Any]) -> _Resource:
+    if not isinstance(manifest, Mapping):
+        raise InvalidResource(kind, [f"expected a mapping, got {type(manifest).__name__}"])
+    document = dict(manifest) if "spec" in manifest else {"spec": dict(manifest)}
+    problems = _header_problems(kind, document)
+    if problems:
+        raise InvalidResource(kind, problems)
+    try:
+        return model.model_validate(document)
+    except ValidationError as error:
+        raise InvalidResource(kind, [describe(detail) for detail in error.errors()]) from None
+
+
+def _header_problems(kind: str, document: Mapping[str, Any]) -> list[str]:
+    problems = []
+    if document.get("apiVersion", GROUP_VERSION) != GROUP_VERSION:
+        problems.append(f'apiVersion: must be "{GROUP_VERSION}", got "{document["apiVersion"]}"')
+    if document.get("kind", kind) != kind:
+        problems.append(f'kind: must be "{kind}", got "{document["kind"]}"')
+    return problems
+
+
+def field_path(loc: tuple[int | str, ...]) -> str:
+    """`("spec", "container", "env", 0, "name")` → `spec.container.env[0].name`."""
+    path = ""
+    for part in loc:
+        if isinstance(part, int):
+            path += f"[{part}]"
+        else:
+            path += f".{part}" if path else part
+    return path
+
+
+def describe(detail: ErrorDetails) -> str:
+    """One error as `path: rule`, in Kubernetes-like words where pydantic's are Python-flavoured."""
+    path = field_path(detail["loc"]) or "(root)"
+    return f"{path}: {_rule_text(detail)}"
+
+
+def _rule_text(detail: ErrorDetails) -> str:
+    kind = detail["type"]
+    ctx = detail.get("ctx", {})
+    if kind == RULE_ERROR_TYPE:
+        return detail["msg"]
+    if kind == "missing":
+        return "Required value"
+    if kind == "extra_forbidden":
+        return "unknown field"
+    if kind in ("greater_than_equal", "less_than_equal", "greater_than", "less_than"):
+        words = {
+            "greater_than_equal": ("greater than or equal to", "ge"),
+            "less_than_equal": ("less than or equal to", "le"),
+            "greater_than": ("greater than", "gt"),
+            "less_than": ("less than", "lt"),
+        }[kind]
+        return f"must be {words[0]} {ctx[words[1]]}, got {detail['input']!r}"
+    if kind == "enum" or kind == "literal_error":
+        return f"Unsupported value {detail['input']!r}: supported values: {ctx.get('expected')}"
+    if kind == "string_pattern_mismatch":
+        return f"{detail['input']!r} must match the pattern {ctx['pattern']}"
+    if kind == "value_error":
+        return str(ctx.get("error", detail["msg"]))
+    return str(detail["msg"])
