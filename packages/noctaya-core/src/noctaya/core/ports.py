@@ -6,7 +6,7 @@ the core depends only on these shapes, so a policy can be tested with a plain in
 
 from __future__ import annotations
 
-from datetime import datetime
+from collections.abc import Callable
 from pathlib import Path
 from typing import Protocol, TypeVar, runtime_checkable
 
@@ -69,13 +69,6 @@ class TokenSource(Protocol):
         ...
 
 
-class Clock(Protocol):
-    """Time, injectable so leases, grace periods and condition timestamps test without sleeps."""
-
-    def monotonic(self) -> float:
-        """Seconds from an arbitrary origin that never goes backwards (leases, deadlines)."""
-        ...
-
-    def now(self) -> datetime:
-        """The timezone-aware wall-clock time (condition transition times)."""
-        ...
+Clock = Callable[[], float]
+"""Monotonic seconds (`time.monotonic` in production): injected so leases, grace periods and
+deadlines are tested without sleeping."""
