@@ -11,6 +11,7 @@ import re
 from dataclasses import dataclass
 from typing import Any
 
+from noctaya.core.values.go_text import go_quote
 from pydantic import GetCoreSchemaHandler
 from pydantic_core import core_schema
 
@@ -24,7 +25,7 @@ _UNITS_NS: dict[str, int] = {
     "m": 60 * 1_000_000_000,
     "h": 3600 * 1_000_000_000,
 }
-_COMPONENT = re.compile(r"([0-9]*(?:\.[0-9]*)?)([^0-9.]+)")
+_COMPONENT = re.compile(r"(?P<number>[0-9]*(?:\.[0-9]*)?)(?P<unit>[^0-9.]*)")
 _MAX_NS = 2**63 - 1
 NANOSECOND = 1
 SECOND = 1_000_000_000
@@ -38,39 +39,27 @@ class Duration:
 
     @classmethod
     def parse(cls, text: str) -> Duration:
-        """Parse Go duration syntax (`300ms`, `1.5s`, `1h30m`, `-1s`); raise ValueError otherwise."""
+        """Parse Go duration syntax (`300ms`, `1.5s`, `1h30m`, `-1s`); raise ValueError otherwise.
+
+        Errors carry Go's `time.ParseDuration` wording, so a bad manifest reads the same here.
+        """
         if not isinstance(text, str):
             raise ValueError(f"invalid duration {text!r}: not a string")
-        original = text
-        sign = 1
-        if text[:1] in "+-":
-            sign = -1 if text[0] == "-" else 1
-            text = text[1:]
-        if text == "0":
+        rest = text
+        negative = rest[:1] == "-"
+        if rest[:1] in ("-", "+"):
+            rest = rest[1:]
+        if rest == "0":
             return cls(0)
-        if not text:
-            raise ValueError(f'time: invalid duration "{original}"')
+        if not rest:
+            raise ValueError(f"time: invalid duration {go_quote(text)}")
         total = 0
-        pos = 0
-        while pos < len(text):
-            match = _COMPONENT.match(text, pos)
-            if match is None or match.group(1) in ("", "."):
-                raise ValueError(f'time: invalid duration "{original}"')
-            number, unit = match.groups()
-            if unit not in _UNITS_NS:
-                if not re.fullmatch(r"[a-zµμ]+", unit):
-                    raise ValueError(f'time: invalid duration "{original}"')
-                raise ValueError(f'time: unknown unit "{unit}" in duration "{original}"')
-            whole, _, frac = number.partition(".")
-            scale = _UNITS_NS[unit]
-            value = int(whole or "0") * scale
-            if frac:
-                value += int(frac) * scale // 10 ** len(frac)
+        while rest:
+            value, rest = _leading_component(rest, text)
             total += value
-            if total > _MAX_NS + (1 if sign < 0 else 0):
-                raise ValueError(f'time: invalid duration "{original}"')
-            pos = match.end()
-        return cls(sign * total)
+            if total > _MAX_NS + negative:
+                raise ValueError(f"time: invalid duration {go_quote(text)}")
+        return cls(-total if negative else total)
 
     @classmethod
     def of_seconds(cls, seconds: float) -> Duration:
@@ -104,6 +93,25 @@ class Duration:
             json_schema_input_schema=core_schema.str_schema(),
             serialization=core_schema.plain_serializer_function_ser_schema(str),
         )
+
+
+def _leading_component(rest: str, original: str) -> tuple[int, str]:
+    """One `<number><unit>` component of `rest` in nanoseconds, and what follows it."""
+    match = _COMPONENT.match(rest)
+    assert match is not None  # every part of the pattern is optional
+    if match.group("number") in ("", "."):
+        raise ValueError(f"time: invalid duration {go_quote(original)}")
+    unit = match.group("unit")
+    if not unit:
+        raise ValueError(f"time: missing unit in duration {go_quote(original)}")
+    if unit not in _UNITS_NS:
+        raise ValueError(f"time: unknown unit {go_quote(unit)} in duration {go_quote(original)}")
+    whole, _, frac = match.group("number").partition(".")
+    scale = _UNITS_NS[unit]
+    value = int(whole or "0") * scale
+    if frac:
+        value += int(frac) * scale // 10 ** len(frac)
+    return value, rest[match.end() :]
 
 
 def _fraction(value: int, digits: int) -> str:

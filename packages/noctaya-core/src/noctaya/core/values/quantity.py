@@ -1,4 +1,4 @@
-"""Kubernetes `resource.Quantity`: `500m`, `32Gi`, `1e3`, printed in the API server's canonical form.
+"""Kubernetes `resource.Quantity`: `500m`, `32Gi`, `1e3`, printed in the canonical server form.
 
 The canonical form matters because the API server rewrites quantities on write (`1.5Gi` reads
 back as `1536Mi`); comparing rendered objects with live ones must use the same spelling.
@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass
-from decimal import ROUND_CEILING, Decimal, localcontext
+from decimal import MAX_EMAX, MAX_PREC, MIN_EMIN, ROUND_UP, Decimal, localcontext
 from enum import Enum
 from typing import Any
 
@@ -18,12 +18,15 @@ from pydantic_core import core_schema
 _BINARY = {"Ki": 1, "Mi": 2, "Gi": 3, "Ti": 4, "Pi": 5, "Ei": 6}
 _DECIMAL = {"n": -9, "u": -6, "m": -3, "": 0, "k": 3, "M": 6, "G": 9, "T": 12, "P": 15, "E": 18}
 _DECIMAL_SUFFIX = {v: k for k, v in _DECIMAL.items()}
-_BINARY_SUFFIX = {v: k for k, v in _BINARY.items()}
+_BINARY_SUFFIX = {0: ""} | {v: k for k, v in _BINARY.items()}
 _PATTERN = re.compile(
     r"(?P<number>[+-]?(?:[0-9]+(?:\.[0-9]*)?|\.[0-9]+))"
     r"(?P<suffix>Ki|Mi|Gi|Ti|Pi|Ei|[numkMGTPE]|[eE][+-]?[0-9]+)?"
 )
 _NANO = Decimal("1e-9")
+_MAX_INT64 = Decimal(2**63 - 1)
+_LARGEST_SI_EXPONENT = 18
+_MAX_EXPONENT = 1000  # far beyond any real amount; keeps absurd input cheap
 
 
 class Format(Enum):
@@ -43,7 +46,7 @@ class Quantity:
     def parse(cls, text: str) -> Quantity:
         if not isinstance(text, str):
             raise ValueError(f"quantities must be strings, got {text!r}")
-        match = _PATTERN.fullmatch(text.strip())
+        match = _PATTERN.fullmatch(text)
         if match is None:
             raise ValueError(
                 f'quantity "{text}" must match the regular expression '
@@ -52,14 +55,20 @@ class Quantity:
         suffix = match.group("suffix") or ""
         number = Decimal(match.group("number"))
         with localcontext() as ctx:
-            ctx.prec = 80
+            # exact arithmetic: the only rounding is Kubernetes' own, up to whole nano units
+            ctx.prec, ctx.Emax, ctx.Emin = MAX_PREC, MAX_EMAX, MIN_EMIN
             if suffix in _BINARY:
                 value, fmt = number * (Decimal(1024) ** _BINARY[suffix]), Format.BINARY_SI
-            elif suffix[:1] in ("e", "E"):
-                value, fmt = number.scaleb(int(suffix[1:])), Format.DECIMAL_EXPONENT
-            else:
+            elif suffix in _DECIMAL:  # before exponents: a bare `E` means exa
                 value, fmt = number.scaleb(_DECIMAL[suffix]), Format.DECIMAL_SI
-            value = value.quantize(_NANO, rounding=ROUND_CEILING)
+            else:
+                value, fmt = number.scaleb(_exponent(suffix, text)), Format.DECIMAL_EXPONENT
+            if _decimal_exponent(value) < -9:
+                value = value.quantize(_NANO, rounding=ROUND_UP)  # away from zero, as Kubernetes
+            if fmt is Format.BINARY_SI and abs(value) > _MAX_INT64:
+                value = _MAX_INT64.copy_sign(value)  # Kubernetes caps binary amounts at int64
+            if value and value.adjusted() > _MAX_EXPONENT:
+                raise ValueError(f'quantity "{text}" is too large')
         return cls(value.normalize() if value else Decimal(0), fmt)
 
     def __eq__(self, other: object) -> bool:
@@ -99,23 +108,35 @@ def canonical(value: Decimal, fmt: Format) -> str:
         amount, exponent = int(magnitude), 0
         while exponent < 6 and amount % 1024 == 0:
             amount, exponent = amount // 1024, exponent + 1
-        return f"{sign}{amount}{_BINARY_SUFFIX.get(exponent, '')}"
+        return f"{sign}{amount}{_BINARY_SUFFIX[exponent]}"
     # Decimal forms: the integer mantissa with the largest exponent that is a multiple of three.
     mantissa, exponent = _integer_mantissa(magnitude)
     while exponent % 3 != 0:
         mantissa, exponent = mantissa * 10, exponent - 1
-    while mantissa % 1000 == 0 and exponent < 18:
-        mantissa, exponent = mantissa // 1000, exponent + 3
     if fmt is Format.DECIMAL_EXPONENT:
         return f"{sign}{mantissa}" + (f"e{exponent}" if exponent else "")
+    if exponent > _LARGEST_SI_EXPONENT:  # beyond `E` the mantissa absorbs the rest
+        mantissa *= 10 ** (exponent - _LARGEST_SI_EXPONENT)
+        exponent = _LARGEST_SI_EXPONENT
     return f"{sign}{mantissa}{_DECIMAL_SUFFIX[exponent]}"
 
 
 def _integer_mantissa(magnitude: Decimal) -> tuple[int, int]:
-    sign, digits, exponent = magnitude.normalize().as_tuple()
+    """`magnitude` as `mantissa * 10**exponent` with no factor of ten left in the mantissa."""
+    _, digits, exponent = magnitude.normalize().as_tuple()
     assert isinstance(exponent, int)
-    mantissa = int("".join(map(str, digits)))
-    if exponent > 0:
-        # keep the exponent as small as a multiple of three allows, so big numbers stay exact
-        mantissa, exponent = mantissa * 10**exponent, 0
-    return mantissa, exponent
+    return int("".join(map(str, digits))), exponent
+
+
+def _decimal_exponent(value: Decimal) -> int:
+    exponent = value.as_tuple().exponent
+    assert isinstance(exponent, int)
+    return exponent
+
+
+def _exponent(suffix: str, text: str) -> int:
+    """The power of ten of an `e`/`E` suffix, bounded so a typo cannot allocate a huge number."""
+    exponent = int(suffix[1:])
+    if abs(exponent) > _MAX_EXPONENT:
+        raise ValueError(f'quantity "{text}" has an exponent beyond ±{_MAX_EXPONENT}')
+    return exponent
