@@ -1,0 +1,202 @@
+"""The dependency rule over the real import graph of every distribution's source.
+
+core imports only the standard library, pydantic and pluggy; k8s and gateway never import each
+other; vendor plugins import only the core (and pluggy); vendors are reached only through entry
+points; nothing imports `tests`. Every import counts: relative ones, `from x import y`, imports
+inside functions or `TYPE_CHECKING` blocks, and `importlib.import_module("literal")`.
+"""
+
+from __future__ import annotations
+
+import ast
+import sys
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+
+import pytest
+
+REPO = Path(__file__).resolve().parents[2]
+STDLIB = frozenset(sys.stdlib_module_names)
+CORE, K8S, GATEWAY = "noctaya.core", "noctaya.k8s", "noctaya.gateway"
+VENDOR_PREFIX = "noctaya.vendor_"
+THIRD_PARTY_ALLOWED = {CORE: {"pydantic", "pydantic_core", "pluggy"}, "vendor": {"pluggy"}}
+
+
+@dataclass(frozen=True)
+class Import:
+    name: str
+    line: int
+
+
+@dataclass(frozen=True)
+class Module:
+    name: str
+    path: Path
+    is_package: bool
+
+
+def layer_of(module: str) -> str | None:
+    """`noctaya.<sub>` for a Noctaya module; None for anything else (and the bare namespace)."""
+    parts = module.split(".")
+    return ".".join(parts[:2]) if parts[0] == "noctaya" and len(parts) > 1 else None
+
+
+def is_known_layer(layer: str | None) -> bool:
+    return layer in {CORE, K8S, GATEWAY} or (layer or "").startswith(VENDOR_PREFIX)
+
+
+def source_modules() -> list[Module]:
+    modules = []
+    for path in sorted(REPO.glob("packages/*/src/**/*.py")):
+        src = next(parent for parent in path.parents if parent.name == "src")
+        parts = list(path.relative_to(src).with_suffix("").parts)
+        is_package = parts[-1] == "__init__"
+        if is_package:
+            parts.pop()
+        modules.append(Module(".".join(parts), path, is_package))
+    return modules
+
+
+def imports_of(source: str, module: str, *, is_package: bool) -> Iterator[Import]:
+    package = module if is_package else module.rpartition(".")[0]
+    for node in ast.walk(ast.parse(source)):
+        if isinstance(node, ast.Import):
+            yield from (Import(alias.name, node.lineno) for alias in node.names)
+        elif isinstance(node, ast.ImportFrom):
+            base = _absolute(node.module, node.level, package)
+            yield Import(base, node.lineno)
+            # `from noctaya import gateway` imports noctaya.gateway, not just the namespace.
+            yield from (
+                Import(f"{base}.{alias.name}", node.lineno)
+                for alias in node.names
+                if alias.name != "*"
+            )
+        elif (
+            isinstance(node, ast.Call)
+            and _called_name(node.func) in {"import_module", "__import__"}
+            and node.args
+            and isinstance(node.args[0], ast.Constant)
+            and isinstance(node.args[0].value, str)
+        ):
+            yield Import(node.args[0].value, node.lineno)
+
+
+def _absolute(module: str | None, level: int, package: str) -> str:
+    if level == 0:
+        return module or ""
+    parts = package.split(".")
+    assert level - 1 < len(parts), f"relative import beyond the top level in {package}"
+    base = parts[: len(parts) - (level - 1)]
+    return ".".join([*base, module] if module else base)
+
+
+def _called_name(func: ast.expr) -> str | None:
+    if isinstance(func, ast.Name):
+        return func.id
+    return func.attr if isinstance(func, ast.Attribute) else None
+
+
+def why_forbidden(importer: str, imported: str) -> str | None:
+    """The rule `importer` breaks by importing `imported`, or None when it is allowed."""
+    top = imported.split(".")[0]
+    own, target = layer_of(importer), layer_of(imported)
+    vendor = bool(own and own.startswith(VENDOR_PREFIX))
+    if top == "tests":
+        return "nothing imports tests"
+    if top in STDLIB or target == own or (top == "noctaya" and target is None):
+        return None
+    if target and target.startswith(VENDOR_PREFIX):
+        return "vendor plugins are reached only through the noctaya.vendors entry points"
+    if top != "noctaya":
+        allowed = THIRD_PARTY_ALLOWED.get("vendor" if vendor else own or "")
+        if allowed is None or top in allowed:
+            return None
+        if vendor:
+            return "vendor plugins import only the standard library, pluggy and noctaya.core"
+        return "noctaya.core imports only the standard library, pydantic and pluggy"
+    if own == CORE:
+        return "noctaya.core imports no other Noctaya package"
+    if vendor and target != CORE:
+        return "vendor plugins import only noctaya.core"
+    if {own, target} == {K8S, GATEWAY}:
+        return "noctaya.k8s and noctaya.gateway never import each other"
+    return None
+
+
+def violations(module: str, source: str, *, is_package: bool = False) -> list[str]:
+    return [
+        f"{module}:{found.line} imports {found.name}: {reason}"
+        for found in imports_of(source, module, is_package=is_package)
+        if (reason := why_forbidden(module, found.name))
+    ]
+
+
+def test_every_source_module_belongs_to_a_known_layer() -> None:
+    modules = source_modules()
+    layers = {layer_of(module.name) for module in modules}
+
+    assert [m.name for m in modules if not is_known_layer(layer_of(m.name))] == []
+    assert {CORE, K8S, GATEWAY, "noctaya.vendor_nvidia", "noctaya.vendor_ascend"} <= layers
+
+
+def test_import_graph_obeys_the_dependency_rule() -> None:
+    found = [
+        violation
+        for module in source_modules()
+        for violation in violations(
+            module.name, module.path.read_text(encoding="utf-8"), is_package=module.is_package
+        )
+    ]
+
+    assert found == []
+
+
+@pytest.mark.parametrize(
+    ("module", "source", "rule"),
+    [
+        ("noctaya.core.plan", "def f():\n    import kubernetes\n", "noctaya.core imports only"),
+        ("noctaya.core.plan", "from noctaya.k8s import render\n", "no other Noctaya package"),
+        ("noctaya.core.sub.plan", "from ...gateway import proxy\n", "no other Noctaya package"),
+        ("noctaya.core.plan", "from httpx import Client\n", "noctaya.core imports only"),
+        ("noctaya.k8s.render", "from noctaya import gateway\n", "never import each other"),
+        ("noctaya.gateway.proxy", "import noctaya.k8s.cli\n", "never import each other"),
+        (
+            "noctaya.k8s.cli",
+            "import importlib\nimportlib.import_module('noctaya.gateway.cli')\n",
+            "never import each other",
+        ),
+        ("noctaya.k8s.render", "from noctaya.vendor_nvidia import NvidiaAdapter\n", "entry points"),
+        ("noctaya.vendor_x.adapter", "import httpx\n", "vendor plugins import only the standard"),
+        ("noctaya.vendor_x.adapter", "from noctaya.gateway import x\n", "import only noctaya.core"),
+        ("noctaya.vendor_x", "from noctaya.vendor_nvidia import adapter\n", "entry points"),
+        ("noctaya.gateway.proxy", "from tests.support import envtest\n", "nothing imports tests"),
+        (
+            "noctaya.core.plan",
+            "from typing import TYPE_CHECKING\nif TYPE_CHECKING:\n    import kubernetes\n",
+            "noctaya.core imports only",
+        ),
+    ],
+)
+def test_checker_reports_a_synthetic_violation(module: str, source: str, rule: str) -> None:
+    found = violations(module, source)
+
+    assert len(found) >= 1
+    assert all(rule in violation for violation in found), found
+
+
+@pytest.mark.parametrize(
+    ("module", "source", "is_package"),
+    [
+        ("noctaya.core.plan", "from __future__ import annotations\nimport json\n", False),
+        ("noctaya.core.plan", "from pydantic import BaseModel\nimport pydantic_core\n", False),
+        ("noctaya.core.plan", "from .values import Duration\nfrom . import errors\n", False),
+        ("noctaya.core", "from .values import Duration\n", True),
+        ("noctaya.core.values.x", "from ..errors import NoctayaError\n", False),
+        ("noctaya.vendor_x", "import pluggy\nfrom noctaya.core.plugins import hookimpl\n", True),
+        ("noctaya.k8s.render", "import kubernetes\nfrom noctaya.core import plugins\n", False),
+        ("noctaya.gateway.proxy", "from noctaya.gateway import auth\nimport grpc\n", False),
+    ],
+)
+def test_checker_allows_what_the_rule_allows(module: str, source: str, is_package: bool) -> None:
+    assert violations(module, source, is_package=is_package) == []
