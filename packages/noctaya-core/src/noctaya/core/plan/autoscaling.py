@@ -1,0 +1,74 @@
+"""The KEDA External Push autoscaling decision (reference §1.11), planned first of all."""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass
+
+from noctaya.core.api import LLMServiceSpec
+from noctaya.core.api.llmservice import ScalingMetric
+from noctaya.core.errors import NoctayaError
+from noctaya.core.values import Duration
+
+REASON = "ScaledObject"
+METRIC_NAME = "pending"
+POLLING_INTERVAL_SECONDS = 5
+_MAX_STABILIZATION = Duration.parse("1h")
+_AUTH_KINDS = ("", "TriggerAuthentication", "ClusterTriggerAuthentication")
+
+
+@dataclass(frozen=True, slots=True)
+class AuthenticationPlan:
+    name: str
+    kind: str
+
+
+@dataclass(frozen=True, slots=True)
+class AutoscalingPlan:
+    min_replicas: int
+    max_replicas: int
+    target: int
+    cooldown_seconds: int
+    """KEDA cooldown and HPA scale-down stabilization window alike."""
+    authentication: AuthenticationPlan | None
+    scaler_tls_secret: str | None
+
+
+def plan_autoscaling(spec: LLMServiceSpec) -> AutoscalingPlan:
+    scaling = spec.scaling
+    if scaling.metric is not ScalingMetric.QUEUE_DEPTH:
+        raise NoctayaError(
+            REASON,
+            f"scaling.metric {json.dumps(scaling.metric.value)} is not supported in v0; "
+            "only queueDepth is wired to the autoscaler",
+        )
+    window = scaling.scale_down_stabilization
+    if not (window.is_whole_seconds() and Duration(0) <= window <= _MAX_STABILIZATION):
+        raise NoctayaError(
+            REASON, "scaling.scaleDownStabilization must be a whole number of seconds from 0s to 1h"
+        )
+    authentication, tls_secret = None, None
+    tls = scaling.external_scaler.tls if scaling.external_scaler else None
+    if tls is not None:
+        if not tls.server_secret_name:
+            raise NoctayaError(REASON, "scaling.externalScaler.tls.serverSecretName is required")
+        ref = tls.authentication_ref
+        if ref is None or not ref.name:
+            raise NoctayaError(
+                REASON, "scaling.externalScaler.tls.authenticationRef.name is required"
+            )
+        kind = ref.kind.value if ref.kind else ""
+        if kind not in _AUTH_KINDS:
+            raise NoctayaError(
+                REASON,
+                f"scaling.externalScaler.tls.authenticationRef.kind {json.dumps(kind)} is invalid",
+            )
+        authentication, tls_secret = AuthenticationPlan(ref.name, kind), tls.server_secret_name
+    return AutoscalingPlan(
+        min_replicas=scaling.min,
+        max_replicas=scaling.max if scaling.max > 0 else 1,
+        target=scaling.target if scaling.target > 0 else 10,
+        cooldown_seconds=window.nanoseconds // 1_000_000_000,
+        authentication=authentication,
+        scaler_tls_secret=tls_secret,
+    )

@@ -1,0 +1,57 @@
+"""Small builders for the shapes every rendered object shares."""
+
+from __future__ import annotations
+
+from typing import Any
+
+Obj = dict[str, Any]
+
+
+def new_object(
+    api_version: str,
+    kind: str,
+    name: str,
+    namespace: str,
+    labels: dict[str, str],
+    annotations: dict[str, str] | None = None,
+) -> Obj:
+    metadata: Obj = {"name": name, "namespace": namespace, "labels": dict(labels)}
+    if annotations:
+        metadata["annotations"] = dict(annotations)
+    return {"apiVersion": api_version, "kind": kind, "metadata": metadata}
+
+
+def env(name: str, value: str) -> Obj:
+    return {"name": name, "value": value}
+
+
+def secret_volume(name: str, secret: str, mode: int, items: list[Obj] | None = None) -> Obj:
+    source: Obj = {"secretName": secret, "defaultMode": mode}
+    if items:
+        source["items"] = items
+    return {"name": name, "secret": source}
+
+
+def mount(name: str, path: str, read_only: bool = False) -> Obj:
+    result: Obj = {"name": name, "mountPath": path}
+    if read_only:
+        result["readOnly"] = True
+    return result
+
+
+def http_probe(path: str, port: int | str) -> Obj:
+    return {"httpGet": {"path": path, "port": port}}
+
+
+RESTRICTED_POD_SECURITY: Obj = {
+    "runAsNonRoot": True,
+    "runAsUser": 65532,
+    "runAsGroup": 65532,
+    "fsGroup": 65532,
+    "seccompProfile": {"type": "RuntimeDefault"},
+}
+RESTRICTED_CONTAINER_SECURITY: Obj = {
+    "allowPrivilegeEscalation": False,
+    "readOnlyRootFilesystem": True,
+    "capabilities": {"drop": ["ALL"]},
+}
