@@ -1,0 +1,158 @@
+"""Model source URIs (§4): what a `spec.model` names, where the runtime finds it, how it arrives.
+
+`hf://` and `modelscope://` name hub repositories the engine downloads itself (or a prewarm Job
+downloads into the cache); `pvc://` names weights already on a volume; `oci://` names a
+digest-pinned artifact that a staging Job pulls and promotes into the cache.
+"""
+
+from __future__ import annotations
+
+import posixpath
+import re
+from dataclasses import dataclass
+from enum import StrEnum
+
+from noctaya.core.errors import NoctayaError
+from noctaya.core.values.go_text import go_quote
+
+REASON = "ModelResolution"
+MODEL_STORE_PATH = "/models"
+"""Where a `pvc://` claim is mounted read-only in the serving container."""
+OCI_CACHE_ROOT = "/cache/oci"
+"""Where promoted OCI artifacts live inside the cache volume."""
+READY_MARKER = ".noctaya-ready"
+
+_DNS1123_SUBDOMAIN = re.compile(r"[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*")
+_DNS1123_SUBDOMAIN_MAX = 253
+_OCI_REFERENCE = re.compile(
+    r"(?P<registry>[a-z0-9](?:[a-z0-9.-]*[a-z0-9])?(?::[0-9]+)?)"
+    r"/(?P<repository>[a-z0-9]+(?:[._/-][a-z0-9]+)*)"
+    r"@sha256:(?P<digest>[a-f0-9]{64})"
+)
+
+
+class SourceKind(StrEnum):
+    HF = "hf"
+    MODELSCOPE = "modelscope"
+    PVC = "pvc"
+    OCI = "oci"
+
+
+class Delivery(StrEnum):
+    """How the weights reach the serving container."""
+
+    DOWNLOAD = "download"
+    """The engine (or an optional prewarm Job) downloads from a hub into the cache."""
+    STAGING = "staging"
+    """A staging Job must pull and promote the artifact before any backend can start."""
+    MOUNT = "mount"
+    """Weights already sit on a volume; it is mounted read-only and nothing is fetched."""
+
+
+@dataclass(frozen=True, slots=True)
+class LiteralEnv:
+    """An environment variable with a literal value, added by the core (model or cache env)."""
+
+    name: str
+    value: str
+
+
+@dataclass(frozen=True, slots=True)
+class ResolvedModel:
+    """A parsed `spec.model`: the runtime's view (`path`, `env`) and what delivery needs."""
+
+    kind: SourceKind
+    path: str
+    """`.Model.Path` in templates: a hub repo id, `/models[/<subpath>]`, or the OCI cache dir."""
+    env: tuple[LiteralEnv, ...] = ()
+    pvc_claim: str | None = None
+    pvc_subpath: str | None = None
+    oci_reference: str | None = None
+    """`<registry>/<repository>@sha256:<digest>`, without the scheme."""
+    oci_secret_name: str | None = None
+    ready_path: str | None = None
+    """The marker file whose presence means the promoted OCI artifact is complete."""
+
+    @property
+    def delivery(self) -> Delivery:
+        if self.kind is SourceKind.PVC:
+            return Delivery.MOUNT
+        if self.kind is SourceKind.OCI:
+            return Delivery.STAGING
+        return Delivery.DOWNLOAD
+
+
+def resolve_model(
+    uri: str | None, *, secret_ref_name: str | None = None, catalog_ref: str | None = None
+) -> ResolvedModel:
+    """Parse `spec.model` (§4); raise `NoctayaError("ModelResolution", …)` on any bad input.
+
+    `secret_ref_name` is None when `source.secretRef` is absent and `""` when it is present with
+    an empty name, so both of the reference's secretRef messages can be told apart.
+    """
+    if not uri:
+        if catalog_ref:
+            raise _error("model.catalogRef resolution is not implemented yet; set model.source.uri")
+        raise _error("model.source.uri is required")
+    scheme, separator, reference = uri.partition("://")
+    if not separator or not reference:
+        raise _error(f"invalid model uri {go_quote(uri)}: expected scheme://reference")
+    scheme = scheme.lower()
+    if secret_ref_name is not None and scheme != "oci":
+        raise _error("model.source.secretRef is supported only for oci:// sources")
+    if scheme in ("hf", "huggingface"):
+        return ResolvedModel(kind=SourceKind.HF, path=reference)
+    if scheme == "modelscope":
+        env = (LiteralEnv("VLLM_USE_MODELSCOPE", "true"),)
+        return ResolvedModel(kind=SourceKind.MODELSCOPE, path=reference, env=env)
+    if scheme == "pvc":
+        return _resolve_pvc(uri, reference)
+    if scheme == "oci":
+        return _resolve_oci(uri, reference, secret_ref_name)
+    raise _error(
+        f"model uri scheme {go_quote(scheme)} is not supported yet "
+        "(use hf://, modelscope://, oci://, or pvc://)"
+    )
+
+
+def _resolve_pvc(uri: str, reference: str) -> ResolvedModel:
+    claim, _, subpath = reference.partition("/")
+    if len(claim) > _DNS1123_SUBDOMAIN_MAX or not _DNS1123_SUBDOMAIN.fullmatch(claim):
+        raise _error(f"invalid pvc uri {go_quote(uri)}: expected pvc://<claim>[/<subpath>]")
+    if subpath and not _stays_within_volume(subpath):
+        raise _error(f"invalid pvc uri {go_quote(uri)}: subpath must stay within the model volume")
+    path = MODEL_STORE_PATH if subpath in ("", ".") else f"{MODEL_STORE_PATH}/{subpath}"
+    return ResolvedModel(kind=SourceKind.PVC, path=path, pvc_claim=claim, pvc_subpath=subpath)
+
+
+def _stays_within_volume(subpath: str) -> bool:
+    """Relative, already clean (as Go's `path.Clean` would leave it), and not climbing out."""
+    return (
+        not subpath.startswith("/")
+        and posixpath.normpath(subpath) == subpath
+        and subpath != ".."
+        and not subpath.startswith("../")
+    )
+
+
+def _resolve_oci(uri: str, reference: str, secret_ref_name: str | None) -> ResolvedModel:
+    match = _OCI_REFERENCE.fullmatch(reference)
+    if match is None:
+        raise _error(
+            f"invalid oci uri {go_quote(uri)}: expected "
+            "oci://<registry>/<repository>@sha256:<64 lowercase hex characters>"
+        )
+    if secret_ref_name == "":
+        raise _error("model.source.secretRef.name is required")
+    path = f"{OCI_CACHE_ROOT}/sha256-{match.group('digest')}"
+    return ResolvedModel(
+        kind=SourceKind.OCI,
+        path=path,
+        oci_reference=reference,
+        oci_secret_name=secret_ref_name,
+        ready_path=f"{path}/{READY_MARKER}",
+    )
+
+
+def _error(message: str) -> NoctayaError:
+    return NoctayaError(REASON, message)
