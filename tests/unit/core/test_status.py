@@ -342,6 +342,14 @@ def test_first_failure_leaves_the_unknown_fields_absent() -> None:
     assert wire["phase"] == "Degraded"
 
 
+def test_huge_error_text_is_cut_to_the_condition_message_bound() -> None:
+    error = NoctayaError("ApplyDeployment", "x" * 40_000)
+    status = failure_status(
+        LLMServiceStatus(), error, generation=1, autoscaling_applied=False, now=T0
+    )
+    assert {len(c.message) for c in status.conditions} == {32768}
+
+
 def test_repeated_failure_is_the_same_status() -> None:
     error = NoctayaError("ModelResolution", 'unsupported model source scheme "ftp"')
     first = through_the_api(

@@ -22,6 +22,8 @@ CONDITION_AUTOSCALING_READY = "AutoscalingReady"
 
 TRUE = ConditionStatus.TRUE
 FALSE = ConditionStatus.FALSE
+# metav1.Condition's message bound: a longer error text (an API server dump) is cut, not refused.
+_MESSAGE_LIMIT = 32768
 _ConditionValue = tuple[ConditionStatus, str, str]  # (status, reason, message)
 _AUTOSCALING_CONFIGURED: _ConditionValue = (
     TRUE,
@@ -124,9 +126,7 @@ def same_status(live: LLMServiceStatus, desired: LLMServiceStatus) -> bool:
     ) == _by_type(desired.conditions)
 
 
-def decide_event(
-    previous: Sequence[Condition], current: Sequence[Condition]
-) -> StatusEvent | None:
+def decide_event(previous: Sequence[Condition], current: Sequence[Condition]) -> StatusEvent | None:
     """One Warning per new failure class, one Normal on recovery, nothing on repeats."""
     before = find_condition(previous, CONDITION_DEGRADED)
     after = find_condition(current, CONDITION_DEGRADED)
@@ -197,7 +197,7 @@ def _set_conditions(
                 else instant
             ),
             reason=reason,
-            message=message,
+            message=message[:_MESSAGE_LIMIT],
         )
         if existing is None:
             result.append(updated)
