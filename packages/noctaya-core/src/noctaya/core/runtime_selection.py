@@ -1,0 +1,60 @@
+"""Which InferenceRuntime serves a service (§1.4): a pinned name, or vendor order then priority.
+
+Vendor order beats priority: a lower-priority runtime of the first listed vendor wins over any
+runtime of a later vendor. A tie at the top priority is an error, never a silent pick.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass
+
+from noctaya.core.errors import NoctayaError
+from noctaya.core.values.go_text import go_list, go_quote
+
+REASON = "RuntimeResolution"
+
+
+@dataclass(frozen=True, slots=True)
+class RuntimeCandidate:
+    """What selection needs to know of one cluster InferenceRuntime."""
+
+    name: str
+    vendor: str
+    priority: int = 0
+
+
+def pinned_runtime_name(name: str | None, vendors: Sequence[str] | None) -> str | None:
+    """The runtime name to GET, or None when the vendor selector applies (name wins if both)."""
+    if name:
+        return name
+    if vendors:
+        return None
+    raise NoctayaError(REASON, "spec.runtime: set either name or selector.vendor")
+
+
+def runtime_lookup_error(name: str, error: object) -> NoctayaError:
+    """The failure of fetching a pinned runtime, worded as the reference words it."""
+    return NoctayaError(REASON, f"get InferenceRuntime {go_quote(name)}: {error}")
+
+
+def select_runtime(
+    candidates: Iterable[RuntimeCandidate], vendors: Sequence[str]
+) -> RuntimeCandidate:
+    """The first vendor (in preference order) with any runtime decides; then highest priority."""
+    pool = tuple(candidates)
+    for vendor in vendors:
+        offered = [candidate for candidate in pool if candidate.vendor == vendor]
+        if not offered:
+            continue  # unknown or absent vendors fall through to the next preference
+        top = max(candidate.priority for candidate in offered)
+        best = [candidate for candidate in offered if candidate.priority == top]
+        if len(best) > 1:
+            names = go_list(sorted(candidate.name for candidate in best))
+            raise NoctayaError(
+                REASON,
+                f"multiple InferenceRuntimes match vendor {go_quote(vendor)} at priority {top}: "
+                f"{names}; set spec.runtime.name",
+            )
+        return best[0]
+    raise NoctayaError(REASON, f"no InferenceRuntime matches vendors {go_list(vendors)}")
