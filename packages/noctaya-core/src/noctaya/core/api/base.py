@@ -95,6 +95,16 @@ def _fits(bits: int) -> Callable[[int], int]:
 
 Int32 = Annotated[int, Strict(), AfterValidator(_fits(32)), _SchemaFormat("int32")]
 Int64 = Annotated[int, Strict(), AfterValidator(_fits(64)), _SchemaFormat("int64")]
+# Bounds of optional integers must sit inside the type: on `X | None` pydantic cannot place them.
+NonNegativeInt32 = Annotated[
+    int, Strict(), Field(ge=0), AfterValidator(_fits(32)), _SchemaFormat("int32")
+]
+NonNegativeInt64 = Annotated[
+    int, Strict(), Field(ge=0), AfterValidator(_fits(64)), _SchemaFormat("int64")
+]
+PositiveInt64 = Annotated[
+    int, Strict(), Field(ge=1), AfterValidator(_fits(64)), _SchemaFormat("int64")
+]
 StrictBool = Annotated[bool, Strict()]
 
 ApiDuration = Annotated[

@@ -6,7 +6,7 @@ from enum import StrEnum
 from typing import Literal
 
 from noctaya.core.api import rules
-from noctaya.core.api.base import GROUP_VERSION, ApiModel, Int32, Int64, StrictBool
+from noctaya.core.api.base import GROUP_VERSION, ApiModel, Int32, PositiveInt64, StrictBool
 from noctaya.core.api.kubernetes import (
     Condition,
     EnvVar,
@@ -81,7 +81,7 @@ class Health(ApiModel):
 
 
 class Lifecycle(ApiModel):
-    termination_grace_period_seconds: Int64 | None = Field(default=None, ge=1)
+    termination_grace_period_seconds: PositiveInt64 | None = None
     pre_stop_drain: StrictBool = False
     """Sleep for the service's drainTimeout before stopping; needs /bin/sh in the image."""
 

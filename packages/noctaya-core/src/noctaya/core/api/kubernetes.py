@@ -13,7 +13,15 @@ from datetime import datetime
 from enum import StrEnum
 from typing import Any
 
-from noctaya.core.api.base import ApiModel, ApiQuantity, Int32, Int64, IntOrString, StrictBool
+from noctaya.core.api.base import (
+    ApiModel,
+    ApiQuantity,
+    Int32,
+    Int64,
+    IntOrString,
+    NonNegativeInt64,
+    StrictBool,
+)
 from pydantic import ConfigDict, Field
 
 
@@ -138,7 +146,7 @@ class Condition(ApiModel):
         r"(([A-Za-z0-9][-A-Za-z0-9_.]*)?[A-Za-z0-9])$",
     )
     status: ConditionStatus
-    observed_generation: Int64 | None = Field(default=None, ge=0)
+    observed_generation: NonNegativeInt64 | None = None
     last_transition_time: datetime
     reason: str = Field(
         min_length=1, max_length=1024, pattern=r"^[A-Za-z]([A-Za-z0-9_,:]*[A-Za-z0-9_])?$"

@@ -12,6 +12,7 @@ from noctaya.core.api.base import (
     ApiModel,
     ApiQuantity,
     Int32,
+    NonNegativeInt32,
     StrictBool,
     empty_object_default,
 )
@@ -281,7 +282,7 @@ class LLMServiceStatus(ApiModel):
     phase: Phase | None = None
     resolved_runtime: str | None = None
     """Name of the InferenceRuntime the controller selected."""
-    replicas: Int32 | None = Field(default=None, ge=0)
+    replicas: NonNegativeInt32 | None = None
     """Ready backend replicas (gateway replicas not included)."""
     endpoint_url: str | None = Field(default=None, alias="endpointURL")
     """In-cluster OpenAI-compatible base URL, ending in /v1."""

@@ -80,11 +80,13 @@ DRAIN_TIMEOUT_NON_NEGATIVE = Rule(
 )
 STABILIZATION_WHOLE_SECONDS = Rule(
     "scaleDownStabilization must be a whole number of seconds from 0s to 1h",
+    # Whole seconds without string arithmetic (which the API server's cost estimator cannot
+    # bound): the epoch plus the duration must survive truncation to Unix seconds unchanged.
     "!has(self.scaleDownStabilization)"
     " || (duration(self.scaleDownStabilization) >= duration('0s')"
     " && duration(self.scaleDownStabilization) <= duration('1h')"
-    " && duration(string(duration(self.scaleDownStabilization).getSeconds()) + 's')"
-    " == duration(self.scaleDownStabilization))",
+    " && timestamp(int(timestamp(0) + duration(self.scaleDownStabilization)))"
+    " == timestamp(0) + duration(self.scaleDownStabilization))",
     "scaleDownStabilization",
 )
 SCALER_TLS_COMPLETE = Rule(

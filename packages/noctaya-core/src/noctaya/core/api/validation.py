@@ -7,6 +7,7 @@ together as one `InvalidResource` so the caller never sees a traceback.
 
 from __future__ import annotations
 
+import json
 from collections.abc import Mapping
 from typing import Any, TypeVar
 
@@ -79,27 +80,51 @@ def describe(detail: ErrorDetails) -> str:
     return f"{path}: {_rule_text(detail)}"
 
 
+_TEMPLATES = {
+    "missing": "Required value",
+    "extra_forbidden": "unknown field",
+    "greater_than_equal": "must be greater than or equal to {ge}",
+    "less_than_equal": "must be less than or equal to {le}",
+    "string_too_long": "must have at most {max_length} characters",
+    "string_too_short": "must have at least {min_length} characters",
+    "too_short": "must have at least {min_length} items",
+    "string_pattern_mismatch": "must match the pattern {pattern}",
+    "enum": "supported values: {expected}",
+    "literal_error": "supported values: {expected}",
+    "int_type": "must be an integer",
+    "bool_type": "must be a boolean",
+    "string_type": "must be a string",
+    "list_type": "must be a list",
+    "dict_type": "must be an object",
+    "model_type": "must be an object",
+    "model_attributes_type": "must be an object",
+}
+# Errors about a value the user wrote (not a missing or misplaced one) quote that value.
+_QUOTES_INPUT = {
+    "greater_than_equal",
+    "less_than_equal",
+    "string_too_long",
+    "string_too_short",
+    "string_pattern_mismatch",
+    "enum",
+    "literal_error",
+    "value_error",
+}
+
+
 def _rule_text(detail: ErrorDetails) -> str:
     kind = detail["type"]
     ctx = detail.get("ctx", {})
     if kind == RULE_ERROR_TYPE:
         return detail["msg"]
-    if kind == "missing":
-        return "Required value"
-    if kind == "extra_forbidden":
-        return "unknown field"
-    if kind in ("greater_than_equal", "less_than_equal", "greater_than", "less_than"):
-        words = {
-            "greater_than_equal": ("greater than or equal to", "ge"),
-            "less_than_equal": ("less than or equal to", "le"),
-            "greater_than": ("greater than", "gt"),
-            "less_than": ("less than", "lt"),
-        }[kind]
-        return f"must be {words[0]} {ctx[words[1]]}, got {detail['input']!r}"
-    if kind == "enum" or kind == "literal_error":
-        return f"Unsupported value {detail['input']!r}: supported values: {ctx.get('expected')}"
-    if kind == "string_pattern_mismatch":
-        return f"{detail['input']!r} must match the pattern {ctx['pattern']}"
     if kind == "value_error":
-        return str(ctx.get("error", detail["msg"]))
-    return str(detail["msg"])
+        text = str(ctx.get("error", detail["msg"]))
+    elif kind in ("string_too_short", "too_short") and ctx.get("min_length") == 1:
+        text = "must not be empty"
+    elif kind in _TEMPLATES:
+        text = _TEMPLATES[kind].format(**ctx).replace("'", '"')
+    else:
+        text = detail["msg"]
+    if kind in _QUOTES_INPUT:
+        return f"Invalid value {json.dumps(detail['input'], default=str)}: {text}"
+    return text
