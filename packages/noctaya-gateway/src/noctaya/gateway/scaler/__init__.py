@@ -1,0 +1,1 @@
+"""KEDA External Push scaler: how KEDA learns the demand that decides whether a backend exists."""

@@ -1,0 +1,1 @@
+"""Stubs generated from externalscaler.proto by hack/gen-scaler-proto.py; never edit by hand."""

@@ -1,0 +1,15 @@
+"""Error text as the Go reference prints it, so operators see the same messages from both."""
+
+from __future__ import annotations
+
+import re
+import ssl
+
+
+def describe_error(exc: BaseException) -> str:
+    """`open <path>: <reason>` for file errors; OpenSSL errors without C source locations."""
+    if isinstance(exc, ssl.SSLError):
+        return re.sub(r"\s*\(_ssl\.c:\d+\)$", "", str(exc))
+    if isinstance(exc, OSError) and exc.strerror and exc.filename is not None:
+        return f"open {exc.filename}: {exc.strerror[0].lower()}{exc.strerror[1:]}"
+    return str(exc)

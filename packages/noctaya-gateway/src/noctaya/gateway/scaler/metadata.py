@@ -1,0 +1,60 @@
+"""What KEDA asked for: the trigger metadata of a ScaledObject, checked the way the reference does.
+
+Every RPC validates the metadata so a misconfigured ScaledObject fails loudly in KEDA's events
+instead of scaling on a wrong target. The messages are the reference's, verbatim.
+"""
+
+from __future__ import annotations
+
+import math
+
+from noctaya.core.values.go_text import go_quote
+from noctaya.gateway.scaler._proto import externalscaler_pb2 as pb
+
+METRIC_NAME = "pending"
+
+
+class ScalerRequestError(ValueError):
+    """A request KEDA should not have sent; answered with gRPC INVALID_ARGUMENT and this message."""
+
+
+def target_value(ref: pb.ScaledObjectRef | None) -> float:
+    """The validated `targetValue` of the trigger metadata."""
+    if ref is None:
+        raise ScalerRequestError("scaledObjectRef is required")
+    metadata = ref.scalerMetadata
+    metric = metadata.get("metricName", "") or METRIC_NAME
+    if metric != METRIC_NAME:
+        raise ScalerRequestError(f"unsupported metricName {go_quote(metric)}")
+    raw = metadata.get("targetValue", "")
+    if not raw:
+        raise ScalerRequestError("targetValue metadata is required")
+    value = _parse_go_float(raw)
+    if value is None or not math.isfinite(value) or value <= 0:
+        raise ScalerRequestError(f"targetValue {go_quote(raw)} must be a positive number")
+    return value
+
+
+def check_metrics_request(request: pb.GetMetricsRequest) -> float:
+    """Validate a GetMetrics request; return the target value of its ScaledObject."""
+    ref = request.scaledObjectRef if request.HasField("scaledObjectRef") else None
+    target = target_value(ref)
+    if request.metricName != METRIC_NAME:
+        raise ScalerRequestError(
+            f"metricName {go_quote(request.metricName)} does not match configured metric "
+            f"{go_quote(METRIC_NAME)}"
+        )
+    return target
+
+
+def _parse_go_float(text: str) -> float | None:
+    """Parse like Go's strconv.ParseFloat: ASCII only, no surrounding spaces, no underscores."""
+    if not text.isascii() or text != text.strip() or "_" in text:
+        return None
+    unsigned = text.lstrip("+-")
+    try:
+        if unsigned[:2].lower() == "0x":
+            return float.fromhex(text)
+        return float(text)
+    except ValueError:
+        return None

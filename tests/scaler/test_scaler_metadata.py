@@ -1,0 +1,99 @@
+"""Every malformed ScaledObject gets INVALID_ARGUMENT with the reference's message, on every RPC."""
+
+from __future__ import annotations
+
+from collections.abc import Awaitable, Callable, Mapping
+
+import grpc
+import pytest
+from noctaya.gateway.scaler._proto import externalscaler_pb2 as pb
+
+from .conftest import Scaler
+from .keda import Keda, ref
+
+INVALID_METADATA = [
+    ({"metricName": "queue", "targetValue": "1"}, 'unsupported metricName "queue"'),
+    ({"metricName": 'a"b\n', "targetValue": "1"}, 'unsupported metricName "a\\"b\\n"'),
+    ({}, "targetValue metadata is required"),
+    ({"targetValue": ""}, "targetValue metadata is required"),
+    ({"targetValue": "zero"}, 'targetValue "zero" must be a positive number'),
+    ({"targetValue": "NaN"}, 'targetValue "NaN" must be a positive number'),
+    ({"targetValue": "+Inf"}, 'targetValue "+Inf" must be a positive number'),
+    ({"targetValue": "0"}, 'targetValue "0" must be a positive number'),
+    ({"targetValue": "-1"}, 'targetValue "-1" must be a positive number'),
+    ({"targetValue": " 1"}, 'targetValue " 1" must be a positive number'),
+    ({"targetValue": "1_0"}, 'targetValue "1_0" must be a positive number'),
+]
+
+Rpc = Callable[[Keda, Mapping[str, str]], Awaitable[object]]
+
+
+def _is_active(keda: Keda, metadata: Mapping[str, str]) -> Awaitable[object]:
+    return keda.stub.IsActive(ref(metadata))
+
+
+def _metric_spec(keda: Keda, metadata: Mapping[str, str]) -> Awaitable[object]:
+    return keda.stub.GetMetricSpec(ref(metadata))
+
+
+def _metrics(keda: Keda, metadata: Mapping[str, str]) -> Awaitable[object]:
+    return keda.stub.GetMetrics(
+        pb.GetMetricsRequest(scaledObjectRef=ref(metadata), metricName="pending")
+    )
+
+
+def _stream(keda: Keda, metadata: Mapping[str, str]) -> Awaitable[object]:
+    return keda.stub.StreamIsActive(ref(metadata)).read()
+
+
+RPCS = {
+    "IsActive": _is_active,
+    "GetMetricSpec": _metric_spec,
+    "GetMetrics": _metrics,
+    "StreamIsActive": _stream,
+}
+
+
+async def expect_invalid(call: Awaitable[object], message: str) -> None:
+    with pytest.raises(grpc.aio.AioRpcError) as raised:
+        await call
+    assert raised.value.code() == grpc.StatusCode.INVALID_ARGUMENT
+    assert raised.value.details() == message
+
+
+@pytest.mark.parametrize("rpc", RPCS.values(), ids=RPCS.keys())
+@pytest.mark.parametrize(("metadata", "message"), INVALID_METADATA)
+async def test_invalid_metadata_is_rejected_with_the_reference_message(
+    scaler: Scaler, keda: Keda, rpc: Rpc, metadata: Mapping[str, str], message: str
+) -> None:
+    scaler.feed.publish(3)
+    await expect_invalid(rpc(keda, metadata), message)
+    assert scaler.feed.current() == 3
+    assert scaler.streams() == 0, "a rejected stream is never counted"
+
+
+async def test_get_metrics_without_a_scaled_object_ref_is_rejected(keda: Keda) -> None:
+    request = pb.GetMetricsRequest(metricName="pending")
+    await expect_invalid(keda.stub.GetMetrics(request), "scaledObjectRef is required")
+
+
+@pytest.mark.parametrize(
+    ("metric", "message"),
+    [
+        ("queue", 'metricName "queue" does not match configured metric "pending"'),
+        ("", 'metricName "" does not match configured metric "pending"'),
+    ],
+)
+async def test_get_metrics_for_another_metric_is_rejected(
+    keda: Keda, metric: str, message: str
+) -> None:
+    request = pb.GetMetricsRequest(scaledObjectRef=ref(), metricName=metric)
+    await expect_invalid(keda.stub.GetMetrics(request), message)
+
+
+@pytest.mark.parametrize(
+    ("raw", "target"), [("2.5", 2.5), ("10", 10.0), ("1e3", 1000.0), ("0x1p-2", 0.25)]
+)
+async def test_target_value_accepts_go_float_syntax(keda: Keda, raw: str, target: float) -> None:
+    reply = await keda.stub.GetMetricSpec(ref({"targetValue": raw, "metricName": ""}))
+    assert [spec.targetSizeFloat for spec in reply.metricSpecs] == [target]

@@ -1,0 +1,118 @@
+"""The ExternalScaler as KEDA sees it, over real gRPC, with demand published by the test."""
+
+from __future__ import annotations
+
+import asyncio
+
+import grpc
+import pytest
+from noctaya.gateway.scaler._proto import externalscaler_pb2 as pb
+
+from .conftest import Scaler
+from .keda import Keda, ref
+from .waits import eventually
+
+
+async def test_is_active_and_metrics_follow_the_demand(scaler: Scaler, keda: Keda) -> None:
+    assert await keda.is_active() is False
+    assert await keda.metric() == 0
+    scaler.feed.publish(7)
+    assert await keda.is_active() is True
+    assert await keda.metric() == 7
+
+
+async def test_metric_spec_is_pending_with_the_target_value(keda: Keda) -> None:
+    reply = await keda.stub.GetMetricSpec(ref({"targetValue": "2.5"}))
+    (spec,) = reply.metricSpecs
+    assert spec.metricName == "pending"
+    assert spec.targetSizeFloat == 2.5
+
+
+async def test_stream_sends_the_current_state_at_once_then_only_transitions(
+    scaler: Scaler, keda: Keda
+) -> None:
+    stream = keda.stream()
+    assert await stream.next() is False
+    for demand in (1, 2, 3, 0):  # three active values, then inactive
+        scaler.feed.publish(demand)
+        assert await keda.metric() == demand  # a round trip lets the stream see each value
+    assert await stream.next() is True
+    assert await stream.next() is False, "a repeated True would have arrived first"
+    scaler.feed.publish(4)
+    assert await stream.next() is True
+    stream.cancel()
+
+
+async def test_every_connected_stream_sees_each_transition(scaler: Scaler, keda: Keda) -> None:
+    streams = [keda.stream() for _ in range(5)]
+    assert [await s.next() for s in streams] == [False] * 5
+    await eventually(lambda: scaler.streams() == 5)
+    scaler.feed.publish(1)
+    assert [await s.next() for s in streams] == [True] * 5
+    scaler.feed.publish(0)
+    assert [await s.next() for s in streams] == [False] * 5
+    for stream in streams:
+        stream.cancel()
+
+
+async def test_a_reconnecting_stream_gets_the_current_state_immediately(
+    scaler: Scaler, keda: Keda
+) -> None:
+    first = keda.stream()
+    assert await first.next() is False
+    scaler.feed.publish(3)
+    assert await first.next() is True
+    first.cancel()
+    again = keda.stream()
+    assert await again.next() is True
+    again.cancel()
+
+
+async def test_streams_gauge_counts_open_streams_and_drops_when_keda_leaves(
+    scaler: Scaler, keda: Keda
+) -> None:
+    assert scaler.streams() == 0
+    streams = [keda.stream() for _ in range(3)]
+    for stream in streams:
+        await stream.next()
+    await eventually(lambda: scaler.streams() == 3)
+    streams[0].cancel()
+    await eventually(lambda: scaler.streams() == 2)
+    await keda.close()  # the connection goes away with the other two
+    await eventually(lambda: scaler.streams() == 0)
+
+
+async def test_stopping_the_server_ends_streams_cleanly_without_waiting_for_grace(
+    scaler: Scaler, keda: Keda
+) -> None:
+    stream = keda.stream()
+    assert await stream.next() is False
+    loop = asyncio.get_running_loop()
+    started = loop.time()
+    await scaler.server.stop(30)
+    assert loop.time() - started < 5, "stop waited for the stream's grace period"
+    assert await stream.ended()
+    assert await stream.call.code() == grpc.StatusCode.OK
+    assert scaler.streams() == 0
+
+
+async def test_stream_metric_spec_is_answered_unimplemented(keda: Keda) -> None:
+    call = keda.channel.unary_stream(
+        "/externalscaler.ExternalScaler/StreamMetricSpec",
+        request_serializer=pb.ScaledObjectRef.SerializeToString,
+        response_deserializer=pb.GetMetricSpecResponse.FromString,
+    )(ref())
+    with pytest.raises(grpc.aio.AioRpcError) as raised:
+        await call.read()
+    assert raised.value.code() == grpc.StatusCode.UNIMPLEMENTED
+
+
+async def test_oversized_request_is_refused_and_the_scaler_keeps_serving(
+    scaler: Scaler, keda: Keda
+) -> None:
+    scaler.feed.publish(2)
+    huge = {"targetValue": "1", "padding": "x" * (128 * 1024)}
+    with pytest.raises(grpc.aio.AioRpcError) as raised:
+        await keda.is_active(huge)
+    assert raised.value.code() == grpc.StatusCode.RESOURCE_EXHAUSTED
+    assert await keda.is_active() is True
