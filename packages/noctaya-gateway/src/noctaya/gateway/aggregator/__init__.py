@@ -1,0 +1,1 @@
+"""The multi-gateway demand aggregator: one KEDA scaler for a fleet of gateway replicas."""

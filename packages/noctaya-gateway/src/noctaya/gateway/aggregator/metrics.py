@@ -1,0 +1,42 @@
+"""The aggregator's own Prometheus registry: its four series plus the KEDA stream gauge."""
+
+from __future__ import annotations
+
+from prometheus_client import CollectorRegistry, Counter, Gauge, generate_latest
+from prometheus_client.exposition import CONTENT_TYPE_LATEST
+
+EXPOSITION_CONTENT_TYPE = CONTENT_TYPE_LATEST
+
+
+class AggregatorMetrics:
+    def __init__(self) -> None:
+        self.registry = CollectorRegistry(auto_describe=True)
+        self.demand = Gauge(
+            "noctaya_scaler_demand",
+            "Aggregate demand of all unexpired gateways, as served to KEDA.",
+            registry=self.registry,
+        )
+        self.members = Gauge(
+            "noctaya_scaler_gateway_members",
+            "Gateways whose last accepted report has not expired.",
+            registry=self.registry,
+        )
+        self.reports = Counter(
+            "noctaya_scaler_demand_reports",
+            "Well-formed, authorized demand reports by outcome (accepted, stale, capacity).",
+            ["result"],
+            registry=self.registry,
+        )
+        self.expired = Counter(
+            "noctaya_scaler_expired_members",
+            "Gateways forgotten because they stopped reporting.",
+            registry=self.registry,
+        )
+        self.streams = Gauge(
+            "noctaya_gateway_scaler_streams",
+            "Connected KEDA StreamIsActive streams.",
+            registry=self.registry,
+        )
+
+    def exposition(self) -> bytes:
+        return generate_latest(self.registry)

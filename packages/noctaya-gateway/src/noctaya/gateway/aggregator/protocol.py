@@ -1,0 +1,84 @@
+"""The demand report between gateways and the aggregator: its JSON shape and its shared token.
+
+Both sides import this module, so the reporter can never send what the aggregator rejects. The
+decoder is deliberately strict (exact field names and types, no unknown fields, no trailing
+value, no NaN): a report is either exactly right or it changes nothing.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, TypeGuard
+
+from noctaya.gateway.scaler.describe import describe_error
+
+MAX_BODY_BYTES = 64 * 1024
+MAX_MEMBER_ID_BYTES = 512
+MIN_TOKEN_LENGTH = 32
+INT64_MAX = 2**63 - 1
+_UINT64_MAX = 2**64 - 1
+_FIELDS = frozenset({"memberID", "sequence", "demand"})
+
+
+@dataclass(frozen=True)
+class DemandReport:
+    member_id: str
+    sequence: int
+    demand: int
+
+    def encode(self) -> bytes:
+        return json.dumps(
+            {"memberID": self.member_id, "sequence": self.sequence, "demand": self.demand},
+            separators=(",", ":"),
+        ).encode()
+
+
+def decode_report(body: bytes, max_demand: int) -> DemandReport | None:
+    """The report in `body` if it is well-formed and within bounds, else None (a 400)."""
+    try:
+        document = json.loads(body.decode("utf-8"), parse_constant=_reject_constant)
+    except (ValueError, RecursionError):
+        return None
+    if not isinstance(document, dict) or not document.keys() <= _FIELDS:
+        return None
+    member_id = document.get("memberID")
+    sequence = document.get("sequence")
+    demand = document.get("demand")
+    if not (isinstance(member_id, str) and _is_int(sequence) and _is_int(demand)):
+        return None
+    if not 0 < len(member_id.encode()) <= MAX_MEMBER_ID_BYTES:
+        return None
+    if not 1 <= sequence <= _UINT64_MAX or not 0 <= demand <= max_demand:
+        return None
+    return DemandReport(member_id=member_id, sequence=sequence, demand=demand)
+
+
+def read_demand_token(path: str) -> bytes:
+    """The shared token from its file (re-read on use, so a rotated Secret takes effect)."""
+    if not path:
+        raise ValueError("demand authentication token file is required")
+    try:
+        token = Path(path).read_bytes().strip()
+    except OSError as exc:
+        raise ValueError(f"read demand authentication token: {describe_error(exc)}") from None
+    if len(token) < MIN_TOKEN_LENGTH:
+        raise ValueError(
+            f"demand authentication token must contain at least {MIN_TOKEN_LENGTH} characters"
+        )
+    return token
+
+
+def bearer(token: bytes) -> bytes:
+    """The Authorization header value that carries `token`."""
+    return b"Bearer " + token
+
+
+def _is_int(value: object) -> TypeGuard[int]:
+    """JSON integers only: Python's bool is an int, and floats like 1.0 are not integers."""
+    return type(value) is int
+
+
+def _reject_constant(name: str) -> Any:
+    raise ValueError(f"{name} is not JSON")

@@ -1,0 +1,67 @@
+"""One running aggregator: the report endpoint on HTTP and the ExternalScaler fed by the aggregate.
+
+Memory-only by design: after a restart the total rebuilds from the gateways' 2 s heartbeats,
+well inside KEDA's polling interval, so there is nothing to persist or to get out of sync.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+
+from noctaya.gateway.addresses import parse_listen_addr
+from noctaya.gateway.aggregator.aggregate import MEMBER_TTL_SECONDS, SWEEP_PERIOD_SECONDS, Aggregate
+from noctaya.gateway.aggregator.config import AggregatorConfig
+from noctaya.gateway.aggregator.http_server import HTTPServer
+from noctaya.gateway.aggregator.metrics import AggregatorMetrics
+from noctaya.gateway.aggregator.routes import AggregatorRoutes
+from noctaya.gateway.scaler.server import ScalerServer, start_scaler
+
+
+class AggregatorServer:
+    def __init__(
+        self,
+        config: AggregatorConfig,
+        *,
+        member_ttl: float = MEMBER_TTL_SECONDS,
+        sweep_period: float = SWEEP_PERIOD_SECONDS,
+    ) -> None:
+        self.config = config
+        self.metrics = AggregatorMetrics()
+        self.aggregate = Aggregate(config.max_members, self.metrics, member_ttl=member_ttl)
+        self._http = HTTPServer(
+            AggregatorRoutes(self.aggregate, self.metrics, config.token_file, config.max_demand)
+        )
+        self._sweep_period = sweep_period
+        self._sweeper: asyncio.Task[None] | None = None
+        self._scaler: ScalerServer | None = None
+        self.http_port = 0
+        self.scaler_port = 0
+
+    async def start(self) -> None:
+        """Bind both listeners (OSError if either is taken) and start expiring members."""
+        host, port = parse_listen_addr(self.config.listen_addr)
+        self.http_port = await self._http.start(host, port)
+        try:
+            self._scaler = await start_scaler(
+                self.aggregate,
+                self.config.scaler_listen_addr,
+                self.config.tls,
+                self.metrics.streams,
+            )
+        except BaseException:
+            await self._http.shutdown(0)
+            raise
+        self.scaler_port = self._scaler.port
+        self._sweeper = asyncio.create_task(self.aggregate.sweep_forever(self._sweep_period))
+
+    async def stop(self, grace: float) -> None:
+        """Finish in-flight reports and RPCs within `grace` seconds, then close everything."""
+        if self._sweeper is not None:
+            self._sweeper.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await self._sweeper
+        stops = [self._http.shutdown(grace)]
+        if self._scaler is not None:
+            stops.append(self._scaler.stop(grace))
+        await asyncio.gather(*stops)
