@@ -1,0 +1,106 @@
+"""`/healthz` and `/readyz` on the probe address: simple pings, as the reference operator serves.
+
+They answer as long as the process serves HTTP; a stuck informer or a lost Lease ends the
+process instead (see manager.py), which is what the kubelet's liveness probe would do anyway.
+"""
+
+from __future__ import annotations
+
+import logging
+import socket
+import threading
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+
+log = logging.getLogger(__name__)
+
+PATHS = frozenset({"/healthz", "/readyz"})
+DISABLED = "0"
+
+
+def parse_probe_address(text: str) -> tuple[str, int] | None:
+    """A Go-form listen address (`:8081`, `127.0.0.1:8081`, `[::1]:8081`) as `(host, port)`.
+
+    `"0"` disables the endpoint, as controller-runtime's bind-address flags do. An empty host
+    means every interface.
+    """
+    if text == DISABLED:
+        return None
+    host, sep, port_text = text.rpartition(":")
+    if host.startswith("[") and host.endswith("]"):
+        host = host[1:-1]
+    elif ":" in host or "[" in host or "]" in host:
+        raise ValueError(f'invalid health probe address "{text}": IPv6 hosts need brackets')
+    if not sep or not port_text.isascii() or not port_text.isdigit() or int(port_text) > 65535:
+        raise ValueError(f'invalid health probe address "{text}": want host:port, like ":8081"')
+    return host, int(port_text)
+
+
+class _Handler(BaseHTTPRequestHandler):
+    def do_GET(self) -> None:
+        path = self.path.split("?", 1)[0]
+        status, body = (200, b"ok") if path in PATHS else (404, b"not found")
+        self.send_response(status)
+        self.send_header("Content-Type", "text/plain; charset=utf-8")
+        self.send_header("Content-Length", str(len(body)))
+        self.end_headers()
+        self.wfile.write(body)
+
+    def log_message(self, format: str, *args: object) -> None:
+        """Probes every few seconds would flood the operator log."""
+
+
+class _DualStackServer(ThreadingHTTPServer):
+    """Every interface, IPv4 and IPv6, like Go's listener on `:port`."""
+
+    address_family = socket.AF_INET6
+
+    def server_bind(self) -> None:
+        self.socket.setsockopt(socket.IPPROTO_IPV6, socket.IPV6_V6ONLY, 0)
+        super().server_bind()
+
+
+class HealthServer:
+    """The probe endpoints in a background thread."""
+
+    def __init__(self, address: str) -> None:
+        parsed = parse_probe_address(address)
+        if parsed is None:
+            raise ValueError('the health probe address is disabled ("0"); do not start a server')
+        self._host, self._port = parsed
+        self._server: ThreadingHTTPServer | None = None
+        self._thread: threading.Thread | None = None
+
+    @property
+    def port(self) -> int:
+        """The bound port (differs from the configured one when that was 0)."""
+        if self._server is None:
+            raise RuntimeError("health server not started")
+        return int(self._server.server_address[1])
+
+    def start(self) -> None:
+        self._server = self._bind()
+        self._server.daemon_threads = True
+        self._thread = threading.Thread(
+            target=self._server.serve_forever,
+            kwargs={"poll_interval": 0.2},
+            name="health probes",
+            daemon=True,
+        )
+        self._thread.start()
+        log.info("health probes on %s:%d (/healthz, /readyz)", self._host or "*", self.port)
+
+    def stop(self) -> None:
+        if self._server is None:
+            return
+        self._server.shutdown()
+        self._server.server_close()
+        self._server = None
+
+    def _bind(self) -> ThreadingHTTPServer:
+        if self._host:
+            server_class = _DualStackServer if ":" in self._host else ThreadingHTTPServer
+            return server_class((self._host, self._port), _Handler)
+        try:
+            return _DualStackServer(("::", self._port), _Handler)
+        except OSError:  # no IPv6 in this network namespace
+            return ThreadingHTTPServer(("0.0.0.0", self._port), _Handler)
