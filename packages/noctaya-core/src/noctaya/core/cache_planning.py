@@ -115,7 +115,7 @@ def plan_cache(
     namespace: str,
 ) -> CachePlan:
     """The cache for one service; an unsupported strategy is a `Render` error."""
-    effective = strategy or NODE_LOCAL_PVC
+    effective = str(strategy or NODE_LOCAL_PVC)
     volume = _cache_volume(
         effective, size or DEFAULT_CACHE_SIZE, storage_class_name, service_name, namespace
     )
