@@ -34,9 +34,7 @@ def render_scaled_object(svc: ServiceIdentity, plan: AutoscalingPlan) -> Obj:
         "cooldownPeriod": plan.cooldown_seconds,
         "advanced": {
             "horizontalPodAutoscalerConfig": {
-                "behavior": {
-                    "scaleDown": {"stabilizationWindowSeconds": plan.cooldown_seconds}
-                }
+                "behavior": {"scaleDown": {"stabilizationWindowSeconds": plan.cooldown_seconds}}
             }
         },
         "triggers": [trigger],

@@ -1,0 +1,85 @@
+"""The whole serving plan of one LLMService, planned in the reference's error order."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from noctaya.core.api import InferenceRuntime, LLMService
+from noctaya.core.cache_planning import (
+    CACHE_VOLUME_NAME,
+    CachePlan,
+    CacheVolume,
+    HostPathCache,
+    PrewarmPlan,
+    plan_cache,
+    plan_prewarm,
+)
+from noctaya.core.model_source import ResolvedModel
+from noctaya.core.plan.autoscaling import AutoscalingPlan, plan_autoscaling
+from noctaya.core.plan.backend import BackendPlan, Volume, plan_backend
+from noctaya.core.plan.gateway import GatewayPlan, plan_gateway
+from noctaya.core.plan.identity import ServiceIdentity
+from noctaya.core.ports import VendorAdapter
+
+
+@dataclass(frozen=True, slots=True)
+class ServingPlan:
+    service: ServiceIdentity
+    runtime: str
+    autoscaling: AutoscalingPlan
+    backend: BackendPlan
+    gateway: GatewayPlan
+    cache: CachePlan
+    prewarm: PrewarmPlan | None
+    """The `<svc>-prewarm` Job: hub prewarm or OCI staging; it never requests accelerators."""
+
+
+def cache_volume(volume: CacheVolume, *, read_only: bool) -> Volume:
+    """The `model-cache` pod volume for a cache (read-only only matters for a PVC source)."""
+    if isinstance(volume, HostPathCache):
+        return Volume(CACHE_VOLUME_NAME, "hostPath", volume.path, host_path_type=volume.type)
+    return Volume(CACHE_VOLUME_NAME, "pvc", volume.claim_name, read_only=read_only)
+
+
+def plan_serving(
+    service: LLMService,
+    runtime: InferenceRuntime,
+    adapter: VendorAdapter,
+    model: ResolvedModel,
+    *,
+    gateway_image: str,
+    gateway_replicas: int,
+) -> ServingPlan:
+    identity = ServiceIdentity(service.metadata.name or "", service.metadata.namespace or "")
+    spec = service.spec
+    autoscaling = plan_autoscaling(spec)
+    cache = plan_cache(
+        strategy=spec.cache.strategy.value,
+        size=spec.cache.size,
+        storage_class_name=spec.cache.storage_class_name,
+        prewarm=spec.cache.prewarm,
+        model=model,
+        service_name=identity.name,
+        namespace=identity.namespace,
+    )
+    backend = plan_backend(
+        service,
+        runtime,
+        adapter,
+        model,
+        cache_volume=(
+            cache_volume(cache.volume, read_only=cache.serving_read_only) if cache.volume else None
+        ),
+        cache_env=cache.serving_env,
+        wait_for_marker=cache.readiness_marker,
+    )
+    gateway = plan_gateway(spec, gateway_image, gateway_replicas, autoscaling.scaler_tls_secret)
+    return ServingPlan(
+        service=identity,
+        runtime=backend.runtime,
+        autoscaling=autoscaling,
+        backend=backend,
+        gateway=gateway,
+        cache=cache,
+        prewarm=plan_prewarm(cache, model),
+    )

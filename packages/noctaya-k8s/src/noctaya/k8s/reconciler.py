@@ -1,0 +1,342 @@
+"""The LLMService reconcile (reference §1.3): resolve, plan and render everything, then apply in
+order, observe, and report status.
+
+Planning and rendering are pure and finish before the first write, so an invalid spec changes
+nothing; the first error wins with its reason and becomes the Ready/Degraded condition.
+"""
+
+from __future__ import annotations
+
+import base64
+import logging
+from collections.abc import Callable
+from dataclasses import dataclass
+from datetime import UTC, datetime
+from typing import Any, TypeVar
+
+from kubernetes.client.exceptions import ApiException
+from kubernetes.dynamic.exceptions import DynamicApiError
+from noctaya.core.api import InferenceRuntime, LLMService, parse_inferenceruntime, parse_llmservice
+from noctaya.core.errors import NoctayaError
+from noctaya.core.model_source import resolve_model
+from noctaya.core.plan.serving import ServingPlan, plan_serving
+from noctaya.core.plugins import VendorRegistry
+from noctaya.core.runtime_selection import (
+    RuntimeCandidate,
+    pinned_runtime_name,
+    runtime_lookup_error,
+    select_runtime,
+)
+from noctaya.core.status import decide_event, failure_status, success_status
+from noctaya.k8s import kinds
+from noctaya.k8s.apply import Applier, KubeObject
+from noctaya.k8s.events import EventRecorder
+from noctaya.k8s.observe import observe
+from noctaya.k8s.render.labels import backend_pod_selector
+from noctaya.k8s.render.serving import RenderedService, render_serving
+from noctaya.k8s.runtime.resources import KindNotServed, ResourceResolver
+from noctaya.k8s.status_writer import StatusWriter
+
+_log = logging.getLogger(__name__)
+_T = TypeVar("_T")
+AUTOSCALING_UNAVAILABLE_PREFIX = (
+    "KEDA ScaledObject CRD is required before deploying an LLMService: "
+)
+_MIN_DEMAND_TOKEN = 32
+
+
+@dataclass(frozen=True)
+class OperatorSettings:
+    gateway_image: str
+    gateway_replicas: int = 1
+
+
+def _now() -> str:
+    return datetime.now(UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
+
+
+def _api_step(reason: str, call: Callable[[], _T]) -> _T:
+    """Run one API step; its failure carries the step's reason to the conditions."""
+    try:
+        return call()
+    except (ApiException, DynamicApiError) as error:
+        raise NoctayaError(reason, _api_message(error)) from error
+
+
+def _api_message(error: Exception) -> str:
+    summary = getattr(error, "summary", None)
+    if callable(summary):
+        return str(summary())
+    return str(getattr(error, "reason", None) or error)
+
+
+class _Progress:
+    """How far a reconcile got: a failure after the ScaledObject keeps AutoscalingReady True."""
+
+    autoscaling_applied = False
+
+
+class LLMServiceReconciler:
+    def __init__(
+        self,
+        resolver: ResourceResolver,
+        vendors: VendorRegistry,
+        settings: OperatorSettings,
+        *,
+        now: Callable[[], str] = _now,
+    ) -> None:
+        self._resolver = resolver
+        self._applier = Applier(resolver)
+        self._status = StatusWriter(resolver)
+        self._events = EventRecorder(resolver)
+        self._vendors = vendors
+        self._settings = settings
+        self._now = now
+
+    def reconcile(self, key: tuple[str, str]) -> None:
+        namespace, name = key
+        live = self._applier.get(kinds.LLMSERVICE, namespace, name)
+        if live is None:
+            return
+        progress = _Progress()
+        try:
+            service = parse_llmservice(live)
+            plan = self._plan(service)
+            rendered = render_serving(plan)
+            self._apply(live, plan, rendered, progress)
+            observation = self._observe(plan, rendered)
+        except NoctayaError as error:
+            self._report_failure(live, error, progress)
+            raise
+        _log.info(
+            "Reconciled LLMService",
+            extra={
+                "llmservice": f"{namespace}/{name}",
+                "runtime": plan.runtime,
+                "readyReplicas": observation.ready_replicas,
+            },
+        )
+        self._report_success(live, service, plan, observation)
+
+    # -- resolve and plan (no writes) -------------------------------------------------------
+
+    def _plan(self, service: LLMService) -> ServingPlan:
+        runtime = self._resolve_runtime(service)
+        adapter = self._vendors.adapter(runtime.spec.vendor.value)
+        source = service.spec.model.source
+        model = resolve_model(
+            source.uri if source else None,
+            secret_ref_name=source.secret_ref.name if source and source.secret_ref else None,
+            catalog_ref=service.spec.model.catalog_ref,
+        )
+        return plan_serving(
+            service,
+            runtime,
+            adapter,
+            model,
+            gateway_image=self._settings.gateway_image,
+            gateway_replicas=self._settings.gateway_replicas,
+        )
+
+    def _resolve_runtime(self, service: LLMService) -> InferenceRuntime:
+        selection = service.spec.runtime
+        vendors = [v.value for v in selection.selector.vendor or []] if selection.selector else []
+        pinned = pinned_runtime_name(selection.name, vendors)
+        if pinned is not None:
+            try:
+                obj = self._applier.get(kinds.INFERENCE_RUNTIME, "", pinned)
+            except (ApiException, DynamicApiError) as error:
+                raise runtime_lookup_error(pinned, _api_message(error)) from error
+            if obj is None:
+                raise runtime_lookup_error(
+                    pinned, f'inferenceruntimes.serving.noctaya.io "{pinned}" not found'
+                )
+            return parse_inferenceruntime(obj)
+        runtimes = {
+            obj["metadata"]["name"]: obj
+            for obj in _api_step(
+                "RuntimeResolution", lambda: self._applier.list(kinds.INFERENCE_RUNTIME, "", "")
+            )
+        }
+        candidates = [
+            RuntimeCandidate(
+                name=name,
+                vendor=str(obj.get("spec", {}).get("vendor", "")),
+                priority=int(obj.get("spec", {}).get("priority") or 0),
+            )
+            for name, obj in runtimes.items()
+        ]
+        chosen = select_runtime(candidates, vendors)
+        return parse_inferenceruntime(runtimes[chosen.name])
+
+    # -- apply, in the order of §1.3 step 6 --------------------------------------------------
+
+    def _apply(
+        self, owner: KubeObject, plan: ServingPlan, rendered: RenderedService, progress: _Progress
+    ) -> None:
+        svc = plan.service
+        uid = owner["metadata"]["uid"]
+        apply = self._applier.apply
+        try:
+            apply(rendered.scaled_object, owner)
+        except KindNotServed as missing:
+            raise NoctayaError(
+                "AutoscalingUnavailable", AUTOSCALING_UNAVAILABLE_PREFIX + str(missing)
+            ) from missing
+        except (ApiException, DynamicApiError) as error:
+            if getattr(error, "status", None) == 404:
+                raise NoctayaError(
+                    "AutoscalingUnavailable", AUTOSCALING_UNAVAILABLE_PREFIX + _api_message(error)
+                ) from error
+            raise NoctayaError("ApplyScaledObject", _api_message(error)) from error
+        progress.autoscaling_applied = True
+
+        if rendered.demand_secret is not None:
+            secret = rendered.demand_secret
+            reason = "ApplyDemandAuthentication"
+            live = _api_step(reason, lambda: self._applier.create_once(secret, owner, reason))
+            _check_demand_secret(live)
+        if rendered.cache_pvc is not None:
+            pvc, reason = rendered.cache_pvc, "ApplyCachePVC"
+            _api_step(reason, lambda: self._applier.create_once(pvc, owner, reason))
+        if rendered.prewarm_job is not None:
+            job = rendered.prewarm_job
+            reason = "ApplyPrewarmJob"
+            _api_step(reason, lambda: self._applier.create_once(job, owner, reason))
+        steps: list[tuple[str, KubeObject]] = [
+            ("ApplyDeployment", rendered.deployment),
+            ("ApplyBackendService", rendered.backend_service),
+            ("ApplyGateway", rendered.gateway_deployment),
+            ("ApplyGatewayService", rendered.gateway_service),
+        ]
+        for reason, obj in steps:
+            _api_step(reason, lambda obj=obj: apply(obj, owner))  # type: ignore[misc]
+        if rendered.gateway_pdb is not None:
+            pdb = rendered.gateway_pdb
+            _api_step("ApplyGatewayPodDisruptionBudget", lambda: apply(pdb, owner))
+        else:
+            _api_step(
+                "DeleteGatewayPodDisruptionBudget",
+                lambda: self._applier.delete_if_controlled(
+                    kinds.PDB, svc.namespace, svc.gateway, uid
+                ),
+            )
+        if rendered.aggregator is not None:
+            aggregator = rendered.aggregator
+            _api_step("ApplyGatewayScaler", lambda: apply(aggregator, owner))
+        _api_step("ApplyGatewayScalerService", lambda: apply(rendered.scaler_service, owner))
+        if rendered.aggregator is None:
+            _api_step(
+                "DeleteGatewayScaler",
+                lambda: self._applier.delete_if_controlled(
+                    kinds.DEPLOYMENT, svc.namespace, svc.scaler, uid
+                ),
+            )
+            _api_step(
+                "DeleteDemandAuthentication",
+                lambda: self._applier.delete_if_controlled(
+                    kinds.SECRET, svc.namespace, svc.demand_secret, uid
+                ),
+            )
+
+    # -- observe ------------------------------------------------------------------------------
+
+    def _observe(self, plan: ServingPlan, rendered: RenderedService) -> Any:
+        svc = plan.service
+        if rendered.prewarm_job is not None:
+            job = _api_step(
+                "ObservePrewarmJob",
+                lambda: self._applier.get(kinds.JOB, svc.namespace, svc.prewarm_job),
+            )
+            _check_prewarm_job(svc.prewarm_job, job)
+        deployment = _api_step(
+            "ObserveBackendDeployment",
+            lambda: self._applier.get(kinds.DEPLOYMENT, svc.namespace, svc.name),
+        )
+        pods = _api_step(
+            "ObserveBackendPods",
+            lambda: self._applier.list(
+                kinds.POD, svc.namespace, backend_pod_selector(svc, plan.runtime)
+            ),
+        )
+        return observe(deployment or {}, pods)
+
+    # -- status -------------------------------------------------------------------------------
+
+    def _report_success(
+        self, live: KubeObject, service: LLMService, plan: ServingPlan, observation: Any
+    ) -> None:
+        now = self._now()
+        generation = int(live["metadata"].get("generation") or 0)
+        written = self._status.write(
+            plan.service.namespace,
+            plan.service.name,
+            lambda previous: success_status(
+                previous,
+                observation,
+                service=plan.service.name,
+                namespace=plan.service.namespace,
+                runtime=plan.runtime,
+                generation=generation,
+                scaling_min=service.spec.scaling.min,
+                now=now,
+            ),
+        )
+        if written is None:
+            return
+        previous, status, obj = written
+        event = decide_event(previous.conditions, status.conditions)
+        if event is not None:
+            if event.type == "Warning":
+                _log.info(
+                    "Observed backend activation failure", extra={"failureClass": event.reason}
+                )
+            else:
+                _log.info("Observed backend activation recovery")
+            self._events.record(obj, event)
+
+    def _report_failure(self, live: KubeObject, error: NoctayaError, progress: _Progress) -> None:
+        meta = live["metadata"]
+        now = self._now()
+        generation = int(meta.get("generation") or 0)
+        try:
+            self._status.write(
+                meta["namespace"],
+                meta["name"],
+                lambda previous: failure_status(
+                    previous,
+                    error,
+                    generation=generation,
+                    autoscaling_applied=progress.autoscaling_applied,
+                    now=now,
+                ),
+            )
+        except (ApiException, DynamicApiError) as write_error:
+            _log.warning("could not write failure status: %s", _api_message(write_error))
+
+
+def _check_demand_secret(secret: KubeObject) -> None:
+    name = secret["metadata"]["name"]
+    encoded = (secret.get("data") or {}).get("token")
+    if encoded is None:
+        raise NoctayaError(
+            "DemandAuthentication", f'demand authentication Secret {name} is missing key "token"'
+        )
+    try:
+        token = base64.b64decode(encoded).decode().strip()
+    except ValueError:
+        token = ""
+    if len(token) < _MIN_DEMAND_TOKEN:
+        raise NoctayaError(
+            "DemandAuthentication",
+            f"demand authentication Secret {name} is invalid: demand authentication token "
+            "must contain at least 32 characters",
+        )
+
+
+def _check_prewarm_job(name: str, job: KubeObject | None) -> None:
+    for condition in ((job or {}).get("status") or {}).get("conditions") or []:
+        if condition.get("type") == "Failed" and condition.get("status") == "True":
+            raise NoctayaError(
+                "PrewarmFailed", f"prewarm Job {name} failed: {condition.get('message', '')}"
+            )

@@ -1,0 +1,127 @@
+"""The backend Deployment and Service (reference §1.6.1–§1.6.2). KEDA owns the replica count,
+so the Deployment never sets `spec.replicas` and server-side apply never fights over it.
+"""
+
+from __future__ import annotations
+
+from noctaya.core.cache_planning import (
+    CACHE_MOUNT_PATH,
+    CACHE_VOLUME_NAME,
+    python_command,
+    wait_for_marker_program,
+)
+from noctaya.core.plan.backend import BackendPlan, Scheduling, Volume
+from noctaya.core.plan.identity import ServiceIdentity
+from noctaya.k8s.render.labels import VOLCANO_QUEUE, backend_pod_labels, selector_labels
+from noctaya.k8s.render.objects import Obj, mount, new_object
+
+WAIT_FOR_PREWARM = "wait-for-prewarm"
+
+
+def render_volume(volume: Volume) -> Obj:
+    if volume.kind == "emptyDir":
+        return {"name": volume.name, "emptyDir": {"medium": volume.source}}
+    if volume.kind == "pvc":
+        claim: Obj = {"claimName": volume.source}
+        if volume.read_only:
+            claim["readOnly"] = True
+        return {"name": volume.name, "persistentVolumeClaim": claim}
+    host: Obj = {"path": volume.source}
+    if volume.host_path_type:
+        host["type"] = volume.host_path_type
+    return {"name": volume.name, "hostPath": host}
+
+
+def apply_scheduling(pod: Obj, scheduling: Scheduling) -> None:
+    """Node selector, tolerations and scheduler, shared by backend and prewarm pods."""
+    if scheduling.node_selector:
+        pod["nodeSelector"] = dict(scheduling.node_selector)
+    if scheduling.tolerations:
+        pod["tolerations"] = [dict(t) for t in scheduling.tolerations]
+    if scheduling.scheduler_name:
+        pod["schedulerName"] = scheduling.scheduler_name
+
+
+def template_metadata(labels: dict[str, str], scheduling: Scheduling) -> Obj:
+    metadata: Obj = {"labels": labels}
+    if scheduling.volcano_queue:
+        metadata["annotations"] = {VOLCANO_QUEUE: scheduling.volcano_queue}
+    return metadata
+
+
+def _resources(plan: BackendPlan) -> Obj:
+    requests: Obj = {}
+    limits: Obj = {}
+    if plan.cpu:
+        requests["cpu"] = plan.cpu
+    if plan.memory:
+        requests["memory"] = limits["memory"] = plan.memory
+    limits.update({name: str(count) for name, count in plan.limits.items()})
+    resources: Obj = {}
+    if requests:
+        resources["requests"] = requests
+    if limits:
+        resources["limits"] = limits
+    return resources
+
+
+def render_backend_deployment(svc: ServiceIdentity, plan: BackendPlan) -> Obj:
+    labels = backend_pod_labels(svc, plan.runtime)
+    container: Obj = {
+        "name": "serving",
+        "image": plan.image,
+        "args": list(plan.args),
+        "env": [dict(e) for e in plan.env],
+        "ports": [{"name": plan.port_name, "containerPort": plan.port, "protocol": "TCP"}],
+        "resources": _resources(plan),
+        "readinessProbe": plan.readiness,
+        "startupProbe": plan.startup,
+        "volumeMounts": [mount(m.volume, m.path, m.read_only) for m in plan.mounts],
+    }
+    if not container["args"]:
+        del container["args"]
+    if not container["env"]:
+        del container["env"]
+    if plan.liveness is not None:
+        container["livenessProbe"] = plan.liveness
+    if plan.prestop_sleep_seconds is not None:
+        container["lifecycle"] = {
+            "preStop": {
+                "exec": {"command": ["/bin/sh", "-c", f"sleep {plan.prestop_sleep_seconds}"]}
+            }
+        }
+    pod: Obj = {
+        "automountServiceAccountToken": False,
+        "containers": [container],
+        "volumes": [render_volume(v) for v in plan.volumes],
+    }
+    if plan.termination_grace_seconds is not None:
+        pod["terminationGracePeriodSeconds"] = plan.termination_grace_seconds
+    if plan.image_pull_secrets:
+        pod["imagePullSecrets"] = [{"name": name} for name in plan.image_pull_secrets]
+    apply_scheduling(pod, plan.scheduling)
+    if plan.wait_for_marker:
+        pod["initContainers"] = [
+            {
+                "name": WAIT_FOR_PREWARM,
+                "image": plan.image,
+                "command": list(python_command(wait_for_marker_program(plan.wait_for_marker))),
+                "volumeMounts": [mount(CACHE_VOLUME_NAME, CACHE_MOUNT_PATH, read_only=True)],
+            }
+        ]
+    obj = new_object("apps/v1", "Deployment", svc.name, svc.namespace, labels)
+    obj["spec"] = {
+        "selector": {"matchLabels": selector_labels(svc)},
+        "template": {"metadata": template_metadata(labels, plan.scheduling), "spec": pod},
+    }
+    return obj
+
+
+def render_backend_service(svc: ServiceIdentity, plan: BackendPlan) -> Obj:
+    labels = selector_labels(svc)
+    obj = new_object("v1", "Service", svc.backend_service, svc.namespace, labels)
+    obj["spec"] = {
+        "selector": labels,
+        "ports": [{"name": "http", "port": 80, "targetPort": plan.port_name, "protocol": "TCP"}],
+    }
+    return obj

@@ -1,0 +1,98 @@
+"""Create-once cache objects (reference §1.6.8–§1.6.9): the cache PVC and the prewarm / OCI
+staging Job. Both carry the hash of their rendered spec, so a changed request is detected.
+"""
+
+from __future__ import annotations
+
+from noctaya.core.cache_planning import (
+    CACHE_MOUNT_PATH,
+    CACHE_VOLUME_NAME,
+    OCI_STAGING_PATH,
+    OCI_STAGING_VOLUME_NAME,
+    ORAS_IMAGE,
+    REGISTRY_AUTH_DIR,
+    REGISTRY_AUTH_FILE,
+    REGISTRY_AUTH_SECRET_KEY,
+    REGISTRY_AUTH_VOLUME_NAME,
+    PvcCache,
+)
+from noctaya.core.plan.serving import ServingPlan, cache_volume
+from noctaya.k8s.apply import with_create_once_hash
+from noctaya.k8s.render.backend import apply_scheduling, render_volume, template_metadata
+from noctaya.k8s.render.labels import selector_labels
+from noctaya.k8s.render.objects import Obj, mount, new_object, secret_volume
+
+PREWARM_BACKOFF_LIMIT = 4
+_REGISTRY_AUTH_MODE = 0o400
+
+
+def render_cache_pvc(plan: ServingPlan) -> Obj | None:
+    volume = plan.cache.volume
+    if not isinstance(volume, PvcCache):
+        return None
+    svc = plan.service
+    obj = new_object(
+        "v1", "PersistentVolumeClaim", volume.claim_name, svc.namespace, selector_labels(svc)
+    )
+    spec: Obj = {
+        "accessModes": [volume.access_mode],
+        "resources": {"requests": {"storage": str(volume.size)}},
+    }
+    if volume.storage_class_name:
+        spec["storageClassName"] = volume.storage_class_name
+    obj["spec"] = spec
+    return with_create_once_hash(obj)
+
+
+def render_prewarm_job(plan: ServingPlan) -> Obj | None:
+    prewarm = plan.prewarm
+    if prewarm is None:
+        return None
+    svc, backend = plan.service, plan.backend
+    labels = selector_labels(svc)  # no runtime label: the backend Pod watch ignores these pods
+    volumes = [render_volume(cache_volume(prewarm.volume, read_only=False))]
+    container: Obj = {
+        "name": "prewarm",
+        "image": backend.image,
+        "command": list(prewarm.command),
+        "env": [{"name": e.name, "value": e.value} for e in prewarm.env],
+        "volumeMounts": [mount(CACHE_VOLUME_NAME, CACHE_MOUNT_PATH)],
+    }
+    pod: Obj = {
+        "restartPolicy": "OnFailure",
+        "automountServiceAccountToken": False,
+        "containers": [container],
+        "volumes": volumes,
+    }
+    if backend.image_pull_secrets:
+        pod["imagePullSecrets"] = [{"name": name} for name in backend.image_pull_secrets]
+    apply_scheduling(pod, backend.scheduling)
+    staging = prewarm.staging
+    if staging is not None:
+        volumes.append({"name": OCI_STAGING_VOLUME_NAME, "emptyDir": {}})
+        pull_mounts = [mount(OCI_STAGING_VOLUME_NAME, OCI_STAGING_PATH)]
+        if staging.secret_name:
+            items = [{"key": REGISTRY_AUTH_SECRET_KEY, "path": REGISTRY_AUTH_FILE}]
+            volumes.append(
+                secret_volume(
+                    REGISTRY_AUTH_VOLUME_NAME, staging.secret_name, _REGISTRY_AUTH_MODE, items
+                )
+            )
+            pull_mounts.append(mount(REGISTRY_AUTH_VOLUME_NAME, REGISTRY_AUTH_DIR, read_only=True))
+        pod["initContainers"] = [
+            {
+                "name": "pull-oci-model",
+                "image": ORAS_IMAGE,
+                "args": list(staging.pull_args),
+                "volumeMounts": pull_mounts,
+            }
+        ]
+        container["volumeMounts"].append(
+            mount(OCI_STAGING_VOLUME_NAME, OCI_STAGING_PATH, read_only=True)
+        )
+    obj = new_object("batch/v1", "Job", svc.prewarm_job, svc.namespace, labels)
+    obj["spec"] = {
+        "backoffLimit": PREWARM_BACKOFF_LIMIT,
+        "template": {"metadata": template_metadata(labels, backend.scheduling), "spec": pod},
+    }
+    return with_create_once_hash(obj)

@@ -1,0 +1,69 @@
+"""Writing LLMService status: only when it changed, through the status subresource, on the latest
+object, retrying conflicts (client-go's DefaultRetry: 5 attempts, 10 ms apart).
+
+Each attempt reads the newest object and replaces only `.status`, so a concurrent spec or
+metadata change is never overwritten; an equal status is not written at all (no churn).
+"""
+
+from __future__ import annotations
+
+import random
+import time
+from collections.abc import Callable
+from typing import Any
+
+from kubernetes.dynamic.exceptions import ConflictError, NotFoundError
+from noctaya.core.api import LLMServiceStatus
+from noctaya.core.status import same_status
+from noctaya.k8s.kinds import LLMSERVICE
+from noctaya.k8s.runtime.resources import ResourceResolver
+
+ATTEMPTS = 5
+_DELAY = 0.010
+_JITTER = 0.1
+
+KubeObject = dict[str, Any]
+DesiredStatus = Callable[[LLMServiceStatus], LLMServiceStatus]
+
+
+def live_status(obj: KubeObject) -> LLMServiceStatus:
+    return LLMServiceStatus.model_validate(obj.get("status") or {})
+
+
+class StatusWriter:
+    def __init__(self, resolver: ResourceResolver) -> None:
+        self._resolver = resolver
+
+    def write(
+        self, namespace: str, name: str, desired: DesiredStatus
+    ) -> tuple[LLMServiceStatus, LLMServiceStatus, KubeObject] | None:
+        """Compute `desired(previous)` on the newest object and store it if it differs.
+
+        Returns (previous, written, object) after a write, or None when nothing was written
+        (unchanged, or the service is gone).
+        """
+        client = self._resolver.dynamic_client()
+        resource = self._resolver.resolve(LLMSERVICE)
+        for attempt in range(ATTEMPTS):
+            try:
+                latest = dict(client.get(resource, name=name, namespace=namespace).to_dict())
+            except NotFoundError:
+                return None
+            previous = live_status(latest)
+            status = desired(previous)
+            if same_status(previous, status):
+                return None
+            latest["status"] = status.to_wire()
+            try:
+                written = client.replace(
+                    resource.subresources["status"], body=latest, namespace=namespace
+                )
+            except ConflictError:
+                if attempt == ATTEMPTS - 1:
+                    raise
+                time.sleep(_DELAY * (1 + random.random() * _JITTER))
+                continue
+            except NotFoundError:
+                return None
+            return previous, status, dict(written.to_dict())
+        return None
