@@ -1,0 +1,83 @@
+"""The LLMService controller: which changes wake which service (reference §1.10).
+
+A service is reconciled when it changes, when an InferenceRuntime it names or whose vendor it
+selects changes, when an object it controls changes (the ScaledObject only on spec edits, so
+KEDA's status churn costs nothing), and when one of its backend Pods changes.
+"""
+
+from __future__ import annotations
+
+from kubernetes.client import ApiClient
+from noctaya.core.api import API_GROUP
+from noctaya.core.plugins import VendorRegistry
+from noctaya.k8s import kinds
+from noctaya.k8s.reconciler import LLMServiceReconciler, OperatorSettings
+from noctaya.k8s.render.labels import LLMSERVICE, MANAGED_BY, MANAGER, RUNTIME
+from noctaya.k8s.runtime.handlers import Mapper, controller_owner, generation_changed
+from noctaya.k8s.runtime.manager import Manager, ManagerOptions
+from noctaya.k8s.runtime.resources import ResourceResolver
+from noctaya.k8s.runtime.store import KubeObject, ObjectKey, Store, object_key
+
+MANAGED = f"{MANAGED_BY}={MANAGER}"
+BACKEND_PODS = f"{MANAGED},{LLMSERVICE},{RUNTIME}"
+"""Pods carrying both labels: backend pods only (gateway and prewarm pods lack the runtime)."""
+_OWNED = (kinds.DEPLOYMENT, kinds.SERVICE, kinds.PVC, kinds.SECRET, kinds.JOB, kinds.PDB)
+
+
+def services_using_runtime(services: Store) -> Mapper:
+    """An InferenceRuntime concerns every service that pins it or selects its vendor."""
+
+    def keys(runtime: KubeObject) -> list[ObjectKey]:
+        name = runtime.get("metadata", {}).get("name")
+        vendor = runtime.get("spec", {}).get("vendor")
+        matched = []
+        for service in services.list():
+            selection = service.get("spec", {}).get("runtime") or {}
+            vendors = (selection.get("selector") or {}).get("vendor") or []
+            if selection.get("name") == name or (vendor and vendor in vendors):
+                matched.append(object_key(service))
+        return matched
+
+    return keys
+
+
+def backend_pod_owner(pod: KubeObject) -> list[ObjectKey]:
+    labels = pod.get("metadata", {}).get("labels") or {}
+    if labels.get(MANAGED_BY) != MANAGER or not labels.get(RUNTIME) or not labels.get(LLMSERVICE):
+        return []
+    return [(str(pod["metadata"].get("namespace") or ""), labels[LLMSERVICE])]
+
+
+def build_controller(
+    api_client: ApiClient,
+    settings: OperatorSettings,
+    options: ManagerOptions | None = None,
+    vendors: VendorRegistry | None = None,
+) -> tuple[Manager, LLMServiceReconciler]:
+    manager = Manager(api_client, options)
+    services = manager.watch(kinds.LLMSERVICE.api_version, kinds.LLMSERVICE.kind)
+    manager.watch(
+        kinds.INFERENCE_RUNTIME.api_version,
+        kinds.INFERENCE_RUNTIME.kind,
+        to_keys=services_using_runtime(services),
+    )
+    owner = controller_owner(API_GROUP, kinds.LLMSERVICE.kind)
+    for kind in _OWNED:
+        manager.watch(kind.api_version, kind.kind, to_keys=owner, label_selector=MANAGED)
+    manager.watch(
+        kinds.SCALED_OBJECT.api_version,
+        kinds.SCALED_OBJECT.kind,
+        to_keys=owner,
+        update_predicate=generation_changed,
+        label_selector=MANAGED,
+    )
+    manager.watch(
+        kinds.POD.api_version,
+        kinds.POD.kind,
+        to_keys=backend_pod_owner,
+        label_selector=BACKEND_PODS,
+    )
+    reconciler = LLMServiceReconciler(
+        ResourceResolver(manager.api_client), vendors or VendorRegistry.discover(), settings
+    )
+    return manager, reconciler
