@@ -8,6 +8,8 @@
 # own so that the two dependency graphs never constrain each other.
 #
 # Idempotent: with both binaries present it only prints their folder.
+# `--print-dir` prints that folder without building, so that the test plugin finds the binaries
+# by the same rule (one place pins versions and paths).
 set -euo pipefail
 
 here=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
@@ -17,7 +19,7 @@ source "$here/control-plane-versions.env"
 cache_root=${NOCTAYA_CONTROL_PLANE_CACHE:-${XDG_CACHE_HOME:-$HOME/.cache}/noctaya/control-plane}
 dest="$cache_root/kubernetes-$KUBERNETES_VERSION-etcd-$ETCD_VERSION"
 
-if [[ -x "$dest/kube-apiserver" && -x "$dest/etcd" ]]; then
+if [[ "${1:-}" == "--print-dir" || ( -x "$dest/kube-apiserver" && -x "$dest/etcd" ) ]]; then
   echo "$dest"
   exit 0
 fi

@@ -1,0 +1,97 @@
+"""The plugin's promises, checked by running small pytest sessions inside this one."""
+
+from __future__ import annotations
+
+import json
+import os
+from pathlib import Path
+
+import pytest
+from support.envtest import Binaries
+
+PLUGIN = ("-p", "support.control_plane")
+NEEDS_API_SERVER = """
+import pytest
+
+@pytest.mark.integration
+def test_needs_the_api_server(api_client):
+    pass
+"""
+
+
+@pytest.fixture(autouse=True)
+def inner_ini(pytester: pytest.Pytester) -> None:
+    pytester.makeini("[pytest]\nasyncio_default_fixture_loop_scope = function\n")
+
+
+@pytest.fixture
+def no_binaries(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
+    monkeypatch.setenv("NOCTAYA_CONTROL_PLANE_CACHE", str(tmp_path / "empty-cache"))
+
+
+@pytest.mark.usefixtures("no_binaries")
+def test_missing_binaries_fail_loudly_under_ci(
+    pytester: pytest.Pytester, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("CI", "true")
+    pytester.makepyfile(NEEDS_API_SERVER)
+    result = pytester.runpytest(*PLUGIN)
+    result.assert_outcomes(errors=1)
+    result.stdout.fnmatch_lines(["*bash hack/build-control-plane.sh*", "*CI=true*"])
+
+
+@pytest.mark.usefixtures("no_binaries")
+def test_missing_binaries_skip_locally_naming_the_build_command(
+    pytester: pytest.Pytester, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.delenv("CI", raising=False)
+    pytester.makepyfile(NEEDS_API_SERVER)
+    result = pytester.runpytest(*PLUGIN, "-rs")
+    result.assert_outcomes(skipped=1)
+    result.stdout.fnmatch_lines(["*SKIPPED*bash hack/build-control-plane.sh*"])
+
+
+def test_tests_using_the_control_plane_are_marked_integration_even_if_forgotten(
+    pytester: pytest.Pytester,
+) -> None:
+    pytester.makepyfile(
+        "def test_unmarked(control_plane):\n    pass\n\ndef test_plain():\n    pass\n"
+    )
+    result = pytester.runpytest(*PLUGIN, "-m", "not integration")
+    result.assert_outcomes(passed=1, deselected=1)
+
+
+@pytest.mark.integration
+def test_failing_test_shows_process_logs_and_leaves_no_process_or_temp_dir(
+    pytester: pytest.Pytester,
+    monkeypatch: pytest.MonkeyPatch,
+    tmp_path: Path,
+    control_plane_binaries: Binaries,
+) -> None:
+    record = tmp_path / "record.json"
+    monkeypatch.setenv("RECORD", str(record))
+    # pytester points HOME at its own temp dir; keep finding the real build cache.
+    monkeypatch.setenv(
+        "NOCTAYA_CONTROL_PLANE_CACHE", str(control_plane_binaries.etcd.parent.parent)
+    )
+    pytester.makepyfile(
+        """
+        import json, os, pathlib
+
+        def test_fails_on_purpose(control_plane):
+            pathlib.Path(os.environ["RECORD"]).write_text(json.dumps({
+                "workdir": str(control_plane.workdir),
+                "pids": control_plane.process_ids(),
+            }))
+            assert False, "deliberate failure"
+        """
+    )
+    result = pytester.runpytest(*PLUGIN)
+    result.assert_outcomes(failed=1)
+    result.stdout.fnmatch_lines(["*etcd log, last lines*", "*kube-apiserver log, last lines*"])
+    seen = json.loads(record.read_text())
+    assert set(seen["pids"]) == {"etcd", "kube-apiserver"}
+    assert not Path(seen["workdir"]).exists()
+    for pid in seen["pids"].values():
+        with pytest.raises(ProcessLookupError):
+            os.kill(pid, 0)

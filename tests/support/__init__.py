@@ -1,0 +1,1 @@
+"""Test-only support code shared by the suites (pytest plugins, real-server harnesses)."""
