@@ -153,15 +153,15 @@ class HTTPServer:
         self._closing = True
         if self._server is not None:
             self._server.close()
-        for task, exchange in list(self._connections.items()):
+        for exchange in self._connections.values():
             if not exchange.busy:
-                task.cancel()
-        busy = list(self._connections)
-        if busy:
-            _, unfinished = await asyncio.wait(busy, timeout=grace)
+                exchange.writer.close()  # its pending read sees EOF and the connection ends
+        remaining = list(self._connections)
+        if remaining:
+            _, unfinished = await asyncio.wait(remaining, timeout=grace)
             for task in unfinished:
                 task.cancel()
-            await asyncio.wait(busy)
+            await asyncio.wait(remaining)
 
     async def _serve(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
         task = asyncio.current_task()
@@ -171,8 +171,12 @@ class HTTPServer:
         try:
             while not self._closing and await self._serve_one(exchange):
                 exchange.conn.start_next_cycle()
-        except (TimeoutError, ConnectionError, asyncio.IncompleteReadError):
+        except (TimeoutError, ConnectionError):
             pass
+        except asyncio.CancelledError:
+            if not self._closing:
+                raise
+            # Cancelled by shutdown() after its grace period: that is this task's normal end.
         except h11.RemoteProtocolError as exc:
             await self._reject_malformed(exchange, exc)
         except h11.LocalProtocolError:
@@ -195,7 +199,7 @@ class HTTPServer:
         except Exception:
             _log.exception("handler failed for %s %s", request.method, request.path)
             response = text_response(500, "internal server error")
-        keep_alive = await self._discard_unread_body(exchange)
+        keep_alive = await self._discard_unread_body(exchange, request)
         await self._respond(exchange, request, response, keep_alive)
         exchange.busy = False
         return exchange.conn.our_state is h11.DONE and not self._closing
@@ -206,6 +210,9 @@ class HTTPServer:
         if not isinstance(event, h11.Request):
             return None  # ConnectionClosed
         exchange.start_request()  # a pipelined request may arrive without a new read
+        if sum(len(name) + len(value) for name, value in event.headers) > MAX_HEADER_BYTES:
+            # h11 bounds only headers that arrive in pieces; one large read must be bounded too.
+            raise h11.RemoteProtocolError("request headers too large", error_status_hint=431)
         target = event.target.decode("ascii", "replace")
         return Request(
             method=event.method.decode("ascii", "replace"),
@@ -214,12 +221,13 @@ class HTTPServer:
             _exchange=exchange,
         )
 
-    async def _discard_unread_body(self, exchange: _Exchange) -> bool:
+    async def _discard_unread_body(self, exchange: _Exchange, request: Request) -> bool:
         """Read away a small unread body so the connection survives; False if it must close."""
         conn = exchange.conn
         if conn.their_state is h11.DONE:
             return True
-        if conn.they_are_waiting_for_100_continue:
+        declared = request.header(b"content-length")
+        if conn.they_are_waiting_for_100_continue or int(declared or 0) > MAX_DRAIN_BYTES:
             return False
         drained = 0
         with contextlib.suppress(TimeoutError, ConnectionError):

@@ -35,6 +35,10 @@ class AggregatorRoutes:
         self._max_demand = max_demand
         self._reports_in_flight = 0
 
+    @property
+    def reports_in_flight(self) -> int:
+        return self._reports_in_flight
+
     async def __call__(self, request: Request) -> Response:
         if request.path == REPORT_PATH:
             return await self._report(request)

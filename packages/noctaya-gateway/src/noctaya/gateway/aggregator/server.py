@@ -29,9 +29,10 @@ class AggregatorServer:
         self.config = config
         self.metrics = AggregatorMetrics()
         self.aggregate = Aggregate(config.max_members, self.metrics, member_ttl=member_ttl)
-        self._http = HTTPServer(
-            AggregatorRoutes(self.aggregate, self.metrics, config.token_file, config.max_demand)
+        self.routes = AggregatorRoutes(
+            self.aggregate, self.metrics, config.token_file, config.max_demand
         )
+        self._http = HTTPServer(self.routes)
         self._sweep_period = sweep_period
         self._sweeper: asyncio.Task[None] | None = None
         self._scaler: ScalerServer | None = None

@@ -1,0 +1,230 @@
+"""The aggregator's lean HTTP/1.1 server: keep-alive, deadlines against slow clients, shutdown.
+
+Driven with raw sockets so every byte (and every silence) is the test's choice.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import AsyncIterator
+
+import pytest
+from noctaya.gateway.aggregator.http_server import (
+    BodyTooLarge,
+    HTTPServer,
+    Request,
+    Response,
+)
+
+READ_TIMEOUT = 0.4
+IDLE_TIMEOUT = 0.3
+
+
+class App:
+    def __init__(self) -> None:
+        self.release = asyncio.Event()
+        self.entered = asyncio.Event()
+        self.outcomes: list[str] = []
+
+    async def __call__(self, request: Request) -> Response:
+        if request.path == "/echo":
+            try:
+                body = await request.read_body(16)
+            except BodyTooLarge:
+                return Response(413)
+            except TimeoutError:
+                self.outcomes.append("body timeout")
+                raise
+            return Response(200, body)
+        if request.path == "/hold":
+            self.entered.set()
+            await self.release.wait()
+            return Response(200, b"held")
+        if request.path == "/boom":
+            raise RuntimeError("handler bug")
+        return Response(200, b"ok")
+
+
+@pytest.fixture
+async def app_server() -> AsyncIterator[tuple[App, HTTPServer, int]]:
+    app = App()
+    server = HTTPServer(app, read_timeout=READ_TIMEOUT, idle_timeout=IDLE_TIMEOUT)
+    port = await server.start("127.0.0.1", 0)
+    yield app, server, port
+    await server.shutdown(0)
+
+
+async def connect(port: int) -> tuple[asyncio.StreamReader, asyncio.StreamWriter]:
+    return await asyncio.open_connection("127.0.0.1", port)
+
+
+async def response(reader: asyncio.StreamReader) -> tuple[bytes, bytes]:
+    """(status line + headers, body) of one Content-Length response."""
+    head = await asyncio.wait_for(reader.readuntil(b"\r\n\r\n"), 5)
+    length = 0
+    for line in head.split(b"\r\n"):
+        if line.lower().startswith(b"content-length:"):
+            length = int(line.split(b":")[1])
+    return head, await asyncio.wait_for(reader.readexactly(length), 5)
+
+
+async def closed_by_server(reader: asyncio.StreamReader, within: float = 5.0) -> bool:
+    return await asyncio.wait_for(reader.read(), within) == b""
+
+
+async def test_keep_alive_serves_several_requests_on_one_connection(
+    app_server: tuple[App, HTTPServer, int],
+) -> None:
+    _, _, port = app_server
+    reader, writer = await connect(port)
+    for body in (b"one", b"two"):
+        writer.write(b"POST /echo HTTP/1.1\r\nHost: x\r\nContent-Length: 3\r\n\r\n" + body)
+        head, echoed = await response(reader)
+        assert head.startswith(b"HTTP/1.1 200 ")
+        assert echoed == body
+    writer.close()
+
+
+async def test_pipelined_requests_are_answered_in_order(
+    app_server: tuple[App, HTTPServer, int],
+) -> None:
+    _, _, port = app_server
+    reader, writer = await connect(port)
+    writer.write(
+        b"POST /echo HTTP/1.1\r\nHost: x\r\nContent-Length: 1\r\n\r\na"
+        b"POST /echo HTTP/1.1\r\nHost: x\r\nContent-Length: 1\r\n\r\nb"
+    )
+    assert (await response(reader))[1] == b"a"
+    assert (await response(reader))[1] == b"b"
+    writer.close()
+
+
+async def test_unread_small_body_is_discarded_and_the_connection_kept(
+    app_server: tuple[App, HTTPServer, int],
+) -> None:
+    _, _, port = app_server
+    reader, writer = await connect(port)
+    writer.write(b"POST /plain HTTP/1.1\r\nHost: x\r\nContent-Length: 5\r\n\r\nhello")
+    assert (await response(reader))[1] == b"ok"
+    writer.write(b"GET /plain HTTP/1.1\r\nHost: x\r\n\r\n")
+    assert (await response(reader))[1] == b"ok"
+    writer.close()
+
+
+async def test_headers_trickled_past_the_read_timeout_are_cut_off(
+    app_server: tuple[App, HTTPServer, int],
+) -> None:
+    _, _, port = app_server
+    reader, writer = await connect(port)
+    loop = asyncio.get_running_loop()
+    started = loop.time()
+    with pytest.raises(ConnectionError):  # noqa: PT012 - the trickle is what is being cut off
+        for byte in b"GET / HTTP/1.1\r\nHost: x\r\nX-Slow: " + b"a" * 100:
+            writer.write(bytes([byte]))
+            await writer.drain()
+            await asyncio.sleep(0.05)
+            if reader.at_eof():
+                raise ConnectionResetError
+    assert loop.time() - started < READ_TIMEOUT + 1.5
+    writer.close()
+
+
+async def test_body_trickled_past_the_read_timeout_ends_the_request_without_a_response(
+    app_server: tuple[App, HTTPServer, int],
+) -> None:
+    app, _, port = app_server
+    reader, writer = await connect(port)
+    writer.write(b"POST /echo HTTP/1.1\r\nHost: x\r\nContent-Length: 10\r\n\r\nab")
+    assert await closed_by_server(reader)
+    assert app.outcomes == ["body timeout"]
+
+
+async def test_idle_keep_alive_connection_is_closed(
+    app_server: tuple[App, HTTPServer, int],
+) -> None:
+    _, _, port = app_server
+    reader, writer = await connect(port)
+    writer.write(b"GET / HTTP/1.1\r\nHost: x\r\n\r\n")
+    await response(reader)
+    assert await closed_by_server(reader, within=IDLE_TIMEOUT + 2)
+
+
+async def test_body_over_the_handlers_limit_is_refused_and_the_connection_closed(
+    app_server: tuple[App, HTTPServer, int],
+) -> None:
+    _, _, port = app_server
+    reader, writer = await connect(port)
+    writer.write(b"POST /echo HTTP/1.1\r\nHost: x\r\nContent-Length: 1000000\r\n\r\n" + b"x" * 100)
+    head, _ = await response(reader)
+    assert head.startswith(b"HTTP/1.1 413 ")
+    assert b"connection: close" in head.lower()
+    assert await closed_by_server(reader)
+
+
+async def test_expect_100_continue_gets_an_interim_response_when_the_body_is_wanted(
+    app_server: tuple[App, HTTPServer, int],
+) -> None:
+    _, _, port = app_server
+    reader, writer = await connect(port)
+    writer.write(
+        b"POST /echo HTTP/1.1\r\nHost: x\r\nContent-Length: 2\r\nExpect: 100-continue\r\n\r\n"
+    )
+    interim = await asyncio.wait_for(reader.readuntil(b"\r\n\r\n"), 5)
+    assert interim.startswith(b"HTTP/1.1 100 ")
+    writer.write(b"hi")
+    assert (await response(reader))[1] == b"hi"
+    writer.close()
+
+
+@pytest.mark.parametrize(
+    ("request_bytes", "status"),
+    [
+        (b"NONSENSE\r\n\r\n", b"400"),
+        (b"GET / HTTP/1.1\r\nHost: x\r\nX-Big: " + b"a" * 20000 + b"\r\n\r\n", b"431"),
+        (b"POST / HTTP/1.1\r\nHost: x\r\nContent-Length: zz\r\n\r\n", b"400"),
+    ],
+    ids=["garbage", "oversized-headers", "bad-content-length"],
+)
+async def test_malformed_requests_get_an_error_status_and_are_closed(
+    app_server: tuple[App, HTTPServer, int], request_bytes: bytes, status: bytes
+) -> None:
+    _, _, port = app_server
+    reader, writer = await connect(port)
+    writer.write(request_bytes)
+    head, _ = await response(reader)
+    assert head.split(b" ")[1] == status
+    assert await closed_by_server(reader)
+
+
+async def test_a_failing_handler_answers_500_and_the_server_keeps_serving(
+    app_server: tuple[App, HTTPServer, int],
+) -> None:
+    _, _, port = app_server
+    reader, writer = await connect(port)
+    writer.write(b"GET /boom HTTP/1.1\r\nHost: x\r\n\r\n")
+    head, body = await response(reader)
+    assert head.startswith(b"HTTP/1.1 500 ")
+    assert body == b"internal server error\n"
+    writer.write(b"GET / HTTP/1.1\r\nHost: x\r\n\r\n")
+    assert (await response(reader))[1] == b"ok"
+    writer.close()
+
+
+async def test_shutdown_closes_idle_connections_and_lets_busy_requests_finish(
+    app_server: tuple[App, HTTPServer, int],
+) -> None:
+    app, server, port = app_server
+    idle_reader, _ = await connect(port)
+    busy_reader, busy_writer = await connect(port)
+    busy_writer.write(b"GET /hold HTTP/1.1\r\nHost: x\r\n\r\n")
+    await asyncio.wait_for(app.entered.wait(), 5)
+    stopping = asyncio.ensure_future(server.shutdown(10))
+    assert await closed_by_server(idle_reader)
+    assert not stopping.done()
+    app.release.set()
+    head, body = await response(busy_reader)
+    assert body == b"held"
+    assert b"connection: close" in head.lower()
+    await asyncio.wait_for(stopping, 5)
+    with pytest.raises(ConnectionRefusedError):
+        await connect(port)
