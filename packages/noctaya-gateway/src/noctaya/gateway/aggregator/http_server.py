@@ -174,18 +174,16 @@ class HTTPServer:
         except (TimeoutError, ConnectionError):
             pass
         except asyncio.CancelledError:
-            if not self._closing:
-                raise
-            # Cancelled by shutdown() after its grace period: that is this task's normal end.
+            # Only shutdown() (after its grace) or loop teardown cancels a connection; ending
+            # quietly keeps Python 3.11's start_server callback from logging the cancellation.
+            pass
         except h11.RemoteProtocolError as exc:
             await self._reject_malformed(exchange, exc)
         except h11.LocalProtocolError:
             _log.exception("HTTP protocol misuse; closing the connection")
         finally:
             del self._connections[task]
-            writer.close()
-            with contextlib.suppress(Exception):
-                await writer.wait_closed()
+            writer.close()  # the transport finishes closing on its own; nothing to wait for
 
     async def _serve_one(self, exchange: _Exchange) -> bool:
         """Serve one request; return whether the connection may carry another."""
