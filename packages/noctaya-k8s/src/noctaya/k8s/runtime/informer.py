@@ -2,13 +2,14 @@
 
 The `kubernetes` package's `SharedInformer` is not used: it hands update handlers only the new
 object (an update predicate such as "generation changed" needs the old one too), re-delivers
-every object as modified on each relist, resumes from a stale resourceVersion after connection
-errors, and cannot bound its retry timing. This one uses the package's DynamicClient (for any
-kind, CRDs included) and `Watch`, and adds:
+every object as modified on each relist, retries a failing watch in a tight loop without
+backoff, and has no answer to a kind the server does not serve. This one uses the package's
+DynamicClient (any kind, CRDs included) and `Watch`, and follows client-go's reflector:
 
-- relist on `410 Gone` (expired resourceVersion) right away, and on any other failure
-  (connection refused or reset while the API server restarts, timeouts, 5xx) after a jittered,
-  doubling, capped delay;
+- transport failures (connection refused or reset, as while the API server restarts) and 429
+  resume the watch from the last resourceVersion after a jittered, doubling, capped delay; a
+  resourceVersion the server no longer has answers `410 Gone` (it does after a restart, when
+  its watch cache starts afresh), and any other HTTP error also leads to a relist;
 - the relist is diffed against the cache, so objects created, changed or deleted while the
   watch was down are delivered as add, update or delete, and unchanged ones are not;
 - a kind the server does not serve yet (a CRD not installed) counts as an empty, synced cache
@@ -44,6 +45,7 @@ log = logging.getLogger(__name__)
 HTTP_GONE = 410
 HTTP_NOT_FOUND = 404
 LIST_PAGE_SIZE = 500
+RESUMABLE = frozenset({None, 429})  # transport errors and throttling: the watch can resume
 
 
 class EventHandler(Protocol):
@@ -111,7 +113,8 @@ class Informer:
         self._thread: threading.Thread | None = None
         self._resource_version = ""
         self._next_resync = 0.0
-        self.relists = 0  # how many lists this informer made (diagnostics and tests)
+        self.relists = 0  # lists made (diagnostics and tests)
+        self.failures = 0  # list or watch attempts that failed with an error other than 410
 
     def add_handler(self, handler: EventHandler) -> None:
         """Register before `start`; a handler added later misses the initial list."""
@@ -161,13 +164,15 @@ class Informer:
         delay = self._timing.retry_initial
         need_list = True
         while not self._stopping.is_set():
+            attempt_started = time.monotonic()
+            phase = "list" if need_list else "watch"
             try:
                 if need_list:
                     self._list()
                     need_list = False
-                    delay = self._timing.retry_initial
                 self._watch()
                 self._resync_if_due()
+                delay = self._timing.retry_initial
             except KindNotServed as absent:
                 self._deliver(self.store.replace(()))
                 self._resource_version = ""
@@ -176,16 +181,24 @@ class Informer:
                 log.info("%s; looking again in %.0fs", absent, self._timing.absent_kind_retry)
                 self._stopping.wait(self._timing.absent_kind_retry)
             except Exception as error:
-                need_list = True
                 if self._stopping.is_set():
                     break
-                if api_status(error) == HTTP_GONE:
+                status = api_status(error)
+                if status == HTTP_GONE:
                     log.info("watch of %s expired (410 Gone); relisting", self.target)
+                    need_list = True
                     continue
+                if status not in RESUMABLE:
+                    need_list = True
+                if time.monotonic() - attempt_started > self._timing.retry_max:
+                    delay = self._timing.retry_initial  # it ran fine for a while before failing
+                self.failures += 1
                 log.warning(
-                    "list/watch of %s failed (%s); relisting in %.2fs",
+                    "%s of %s failed (%s); %s in %.2fs",
+                    phase,
                     self.target,
                     describe_error(error),
+                    "relisting" if need_list else "resuming the watch",
                     delay,
                 )
                 self._stopping.wait(delay * random.uniform(1.0, 1.25))
