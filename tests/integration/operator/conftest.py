@@ -1,17 +1,29 @@
-"""Fixtures for operator scenarios: a reconciler on the real API server, driven key by key."""
+"""Fixtures for operator scenarios: a reconciler on the real API server, driven key by key, and
+running controllers (the real Manager in a thread) for scenarios about watches and leadership.
+"""
 
 from __future__ import annotations
 
-from collections.abc import Callable
+import contextlib
+import logging
+import threading
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass, field
 
 import pytest
 from kubernetes import client as k8s_client
+from kubernetes.client.exceptions import ApiException
 from noctaya.core.plugins import VendorRegistry
+from noctaya.k8s.controller import build_controller
 from noctaya.k8s.reconciler import LLMServiceReconciler, OperatorSettings
+from noctaya.k8s.runtime import InformerTiming, LeaderElectionConfig, Manager, ManagerOptions
 from noctaya.k8s.runtime.resources import ResourceResolver
 from support.custom_resources import CustomResources, Manifest
 
+from .cluster import WAIT, eventually
+
 GATEWAY_IMAGE = "ghcr.io/noctaya/noctaya-gateway:test"
+FAST_INFORMERS = InformerTiming(retry_initial=0.05, retry_max=0.5, absent_kind_retry=0.5)
 
 
 @pytest.fixture(scope="session")
@@ -44,3 +56,75 @@ def status_of(resources: CustomResources) -> Callable[[str, str], Manifest]:
         return dict(resources.get("LLMService", name, namespace).get("status") or {})
 
     return read
+
+
+@pytest.fixture
+def namespace(namespace: str, api_client: k8s_client.ApiClient) -> Iterator[str]:
+    """The support fixture's namespace, emptied of LLMServices afterwards: namespaces never
+    finish terminating here (no controller-manager), and a later scenario's controller must not
+    keep reconciling the services of finished ones.
+    """
+    yield namespace
+    with contextlib.suppress(ApiException):
+        k8s_client.CustomObjectsApi(api_client).delete_collection_namespaced_custom_object(
+            "serving.noctaya.io", "v1alpha1", namespace, "llmservices"
+        )
+
+
+@dataclass
+class RunningController:
+    """One operator replica: the real Manager and reconciler, running on a thread."""
+
+    manager: Manager
+    reconciler: LLMServiceReconciler
+    thread: threading.Thread
+    failures: list[BaseException] = field(default_factory=list)
+
+    def stop(self) -> None:
+        self.manager.stop()
+        self.thread.join(WAIT)
+        assert not self.thread.is_alive(), "the controller did not stop"
+
+    def wait_reconciling(self) -> None:
+        eventually(self.manager.reconciling.is_set, "the controller to start reconciling")
+
+
+@pytest.fixture
+def start_controller(
+    api_client: k8s_client.ApiClient, vendors: VendorRegistry
+) -> Iterator[Callable[..., RunningController]]:
+    """Start operator replicas; every one still running is stopped after the test."""
+    started: list[RunningController] = []
+
+    def start(
+        *, gateway_replicas: int = 1, leader_election: LeaderElectionConfig | None = None
+    ) -> RunningController:
+        options = ManagerOptions(
+            workers=2,
+            leader_election=leader_election,
+            health_probe_address="0",
+            informer_timing=FAST_INFORMERS,
+            retry_base_delay=0.05,
+            retry_max_delay=1.0,
+            shutdown_timeout=WAIT,
+        )
+        settings = OperatorSettings(gateway_image=GATEWAY_IMAGE, gateway_replicas=gateway_replicas)
+        manager, reconciler = build_controller(api_client, settings, options, vendors)
+        running = RunningController(manager, reconciler, threading.Thread())
+
+        def run() -> None:
+            try:
+                manager.run(reconciler.reconcile, handle_signals=False)
+            except BaseException as error:  # reported by the test that expects a clean run
+                logging.getLogger(__name__).exception("controller stopped with an error")
+                running.failures.append(error)
+
+        running.thread = threading.Thread(target=run, name="operator under test", daemon=True)
+        running.thread.start()
+        started.append(running)
+        return running
+
+    yield start
+    for running in started:
+        if running.thread.is_alive():
+            running.stop()
