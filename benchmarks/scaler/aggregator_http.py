@@ -21,14 +21,13 @@ from typing import Any
 
 sys.path.insert(0, os.path.dirname(__file__))
 
-from loadgen import percentile, run_load  # noqa: E402
+from loadgen import percentile, print_table, run_load
 
 TOKEN = "b" * 43
 
 
 def _serve(kind: str, token_file: str, ready: Any) -> None:
     import uvloop
-
     from noctaya.gateway.aggregator.aggregate import Aggregate
     from noctaya.gateway.aggregator.http_server import HTTPServer
     from noctaya.gateway.aggregator.metrics import AggregatorMetrics
@@ -126,7 +125,7 @@ def main() -> int:
                 (
                     kind,
                     connections,
-                    done / args.seconds,
+                    round(done / args.seconds),
                     percentile(tally.latencies, 0.5) * 1e3,
                     percentile(tally.latencies, 0.99) * 1e3,
                     tally.statuses,
@@ -135,9 +134,7 @@ def main() -> int:
             )
         server.terminate()
         server.join()
-    print(f"{'server':<10} {'conns':>5} {'req/s':>8} {'p50 ms':>8} {'p99 ms':>8}  statuses / errors")
-    for kind, conns, rate, p50, p99, statuses, errors in rows:
-        print(f"{kind:<10} {conns:>5} {rate:>8.0f} {p50:>8.2f} {p99:>8.2f}  {statuses} / {errors}")
+    print_table(("server", "conns", "req/s", "p50 ms", "p99 ms", "statuses", "errors"), rows)
     return 0
 
 

@@ -25,6 +25,18 @@ class Tally:
             self.statuses[status] = self.statuses.get(status, 0) + n
 
 
+def print_table(headers: tuple[str, ...], rows: list[tuple[object, ...]]) -> None:
+    """A plain aligned text table (the benchmarks' output format)."""
+    cells = [[str(h) for h in headers], *[[_cell(v) for v in row] for row in rows]]
+    widths = [max(len(row[i]) for row in cells) for i in range(len(headers))]
+    for row in cells:
+        print("  ".join(value.rjust(width) for value, width in zip(row, widths, strict=True)))
+
+
+def _cell(value: object) -> str:
+    return f"{value:.2f}" if isinstance(value, float) else str(value)
+
+
 def percentile(values: list[float], q: float) -> float:
     if not values:
         return float("nan")
