@@ -11,15 +11,15 @@ from typing import Any
 
 import pytest
 from kubernetes import client as k8s_client
-from noctaya.k8s.runtime import Informer, InformerTiming, ResourceKind, ResourceResolver
+from noctaya.k8s.runtime import Informer, ResourceKind, ResourceResolver
 from noctaya.k8s.runtime.informer import WatchTarget
 from support.envtest import ControlPlane
+
+from .runtime_harness import FAST, WAIT, config_map, wait_until
 
 pytestmark = pytest.mark.integration
 
 CONFIG_MAPS = ResourceKind("v1", "ConfigMap")
-FAST = InformerTiming(retry_initial=0.05, retry_max=0.5, absent_kind_retry=0.3)
-WAIT = 30.0
 
 Event = tuple[str, str, Any]  # (kind of change, object name, its data after the change)
 
@@ -153,12 +153,6 @@ def proxied_informer(
     proxy.cut()
 
 
-def config_map(name: str, data: dict[str, str], labels: dict[str, str] | None = None) -> Any:
-    return k8s_client.V1ConfigMap(
-        metadata=k8s_client.V1ObjectMeta(name=name, labels=labels), data=data
-    )
-
-
 def test_informer_lists_existing_objects_then_delivers_create_update_and_delete(
     api_client: k8s_client.ApiClient,
     core: k8s_client.CoreV1Api,
@@ -276,15 +270,6 @@ def test_a_kind_the_server_does_not_serve_counts_as_synced_and_empty(
     )
     assert informer.synced
     assert len(informer.store) == 0
-
-
-def wait_until(condition: Callable[[], bool]) -> None:
-    pause = threading.Event()
-    for _ in range(int(WAIT / 0.01)):
-        if condition():
-            return
-        pause.wait(0.01)
-    raise AssertionError(f"condition not met within {WAIT}s")
 
 
 def _client_via(api_client: k8s_client.ApiClient, port: int) -> k8s_client.ApiClient:

@@ -17,11 +17,11 @@ PATHS = frozenset({"/healthz", "/readyz"})
 DISABLED = "0"
 
 
-def parse_probe_address(text: str) -> tuple[str, int] | None:
+def parse_probe_address(text: str, what: str = "health probe") -> tuple[str, int] | None:
     """A Go-form listen address (`:8081`, `127.0.0.1:8081`, `[::1]:8081`) as `(host, port)`.
 
     `"0"` disables the endpoint, as controller-runtime's bind-address flags do. An empty host
-    means every interface.
+    means every interface. `what` names the address in errors (the metrics one parses alike).
     """
     if text == DISABLED:
         return None
@@ -29,9 +29,9 @@ def parse_probe_address(text: str) -> tuple[str, int] | None:
     if host.startswith("[") and host.endswith("]"):
         host = host[1:-1]
     elif ":" in host or "[" in host or "]" in host:
-        raise ValueError(f'invalid health probe address "{text}": IPv6 hosts need brackets')
+        raise ValueError(f'invalid {what} address "{text}": IPv6 hosts need brackets')
     if not sep or not port_text.isascii() or not port_text.isdigit() or int(port_text) > 65535:
-        raise ValueError(f'invalid health probe address "{text}": want host:port, like ":8081"')
+        raise ValueError(f'invalid {what} address "{text}": want host:port, like ":8081"')
     return host, int(port_text)
 
 
@@ -97,10 +97,17 @@ class HealthServer:
         self._server = None
 
     def _bind(self) -> ThreadingHTTPServer:
-        if self._host:
-            server_class = _DualStackServer if ":" in self._host else ThreadingHTTPServer
-            return server_class((self._host, self._port), _Handler)
-        try:
-            return _DualStackServer(("::", self._port), _Handler)
-        except OSError:  # no IPv6 in this network namespace
-            return ThreadingHTTPServer(("0.0.0.0", self._port), _Handler)
+        return bind_server(self._host, self._port, _Handler)
+
+
+def bind_server(
+    host: str, port: int, handler: type[BaseHTTPRequestHandler]
+) -> ThreadingHTTPServer:
+    """A threading HTTP server on a parsed address (empty host: every interface, both stacks)."""
+    if host:
+        server_class = _DualStackServer if ":" in host else ThreadingHTTPServer
+        return server_class((host, port), handler)
+    try:
+        return _DualStackServer(("::", port), handler)
+    except OSError:  # no IPv6 in this network namespace
+        return ThreadingHTTPServer(("0.0.0.0", port), handler)

@@ -82,8 +82,9 @@ class Manager:
         self._stop_requested = False
         self._lost = False
         self._started = False
-        self._leading = False
+        self._leading = self.options.leader_election is None  # no election: always leads
         self.reconciling = threading.Event()  # set while workers take keys
+        self._health: HealthServer | None = None
         self._elector: LeaderElector | None = None
         if self.options.leader_election is not None:
             self._elector = LeaderElector(
@@ -101,6 +102,11 @@ class Manager:
     @property
     def is_leader(self) -> bool:
         return self._elector is None or self._elector.is_leader
+
+    @property
+    def probe_port(self) -> int | None:
+        """The port serving /healthz and /readyz while running (useful with a `:0` address)."""
+        return None if self._health is None else self._health.port
 
     def dynamic_client(self) -> DynamicClient:
         """The shared DynamicClient (built on first use; raises while the server is down)."""
@@ -148,7 +154,7 @@ class Manager:
             raise RuntimeError("a Manager runs once")
         self._started = True
         restore_signals = self._install_signal_handlers() if handle_signals else None
-        health = self._start_health_server()
+        self._health = self._start_health_server()
         elector_stop = threading.Event()
         elector_thread: threading.Thread | None = None
         workers: list[threading.Thread] = []
@@ -161,23 +167,21 @@ class Manager:
                 )
                 elector_thread.start()
                 log.info("waiting for leadership as %s", self._elector.identity)
-                if not self._wait_for(lambda: self._leading):
-                    return
-            if not self._wait_for_caches():
-                return
-            workers = [
-                threading.Thread(target=self._work, args=(reconcile,), name=f"worker {n}")
-                for n in range(self.options.workers)
-            ]
-            for worker in workers:
-                worker.start()
-            self.reconciling.set()
-            log.info("reconciling with %d workers", len(workers))
-            self._wait_for(lambda: False)
+            if self._wait_for(lambda: self._leading) and self._wait_for_caches():
+                workers = [
+                    threading.Thread(target=self._work, args=(reconcile,), name=f"worker {n}")
+                    for n in range(self.options.workers)
+                ]
+                for worker in workers:
+                    worker.start()
+                self.reconciling.set()
+                log.info("reconciling with %d workers", len(workers))
+                self._wait_for(lambda: False)
         finally:
             self._shut_down(workers, elector_stop, elector_thread)
-            if health is not None:
-                health.stop()
+            if self._health is not None:
+                self._health.stop()
+                self._health = None
             if restore_signals is not None:
                 restore_signals()
         if self._lost:
