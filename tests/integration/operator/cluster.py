@@ -135,8 +135,9 @@ def serving_status(
     restarts: int = 0,
     last_terminated: str | None = None,
     pod_conditions: list[Manifest] | None = None,
+    container_started: bool = True,
 ) -> Manifest:
-    """A Pod status whose `serving` container is in the given state."""
+    """A Pod status whose `serving` container is in the given state (or not created yet)."""
     state: Manifest = {}
     if waiting is not None:
         state = {"waiting": {"reason": waiting}}
@@ -159,7 +160,9 @@ def serving_status(
                 "finishedAt": "2025-01-01T00:00:01Z",
             }
         }
-    status: Manifest = {"phase": phase, "containerStatuses": [container]}
+    status: Manifest = {"phase": phase}
+    if container_started:
+        status["containerStatuses"] = [container]
     if pod_conditions is not None:
         status["conditions"] = pod_conditions
     return status

@@ -1,0 +1,135 @@
+"""Without KEDA's ScaledObject CRD a service reports AutoscalingUnavailable and creates nothing."""
+
+from __future__ import annotations
+
+import contextlib
+from collections.abc import Callable, Iterator
+from pathlib import Path
+
+import pytest
+from kubernetes import client as k8s_client
+from kubernetes.client.exceptions import ApiException
+from noctaya.core.errors import NoctayaError
+from noctaya.k8s.reconciler import LLMServiceReconciler
+from support.custom_resources import CustomResources, Manifest
+from support.envtest import install_crds
+from support.envtest.crds import crd_manifests
+from support.manifests import inference_runtime, llmservice
+
+from .cluster import condition_values, eventually
+
+pytestmark = pytest.mark.integration
+
+KEDA_CRDS = Path(__file__).resolve().parents[3].parent / "shared" / "testdata" / "keda"
+SCALED_OBJECTS = "scaledobjects.keda.sh"
+PREFIX = "KEDA ScaledObject CRD is required before deploying an LLMService: "
+
+
+def _gone(resources: CustomResources) -> bool:
+    try:
+        resources.get("CustomResourceDefinition", SCALED_OBJECTS)
+    except ApiException as error:
+        return error.status == 404
+    return False
+
+
+@contextlib.contextmanager
+def keda_crd_deleted(
+    api_client: k8s_client.ApiClient, resources: CustomResources
+) -> Iterator[None]:
+    """The ScaledObject CRD deleted for a while, then restored and Established again: every
+    other scenario needs it.
+    """
+    manifests = [
+        (path, doc)
+        for path, doc in crd_manifests([KEDA_CRDS])
+        if doc["metadata"]["name"] == SCALED_OBJECTS
+    ]
+    assert manifests, f"no {SCALED_OBJECTS} manifest in {KEDA_CRDS}"
+    resources.delete("CustomResourceDefinition", SCALED_OBJECTS)
+    try:
+        eventually(lambda: _gone(resources), f"{SCALED_OBJECTS} to be deleted")
+        yield
+    finally:
+        eventually(lambda: _gone(resources), f"{SCALED_OBJECTS} to be gone before restoring it")
+        install_crds(api_client, manifests)
+
+
+def _objects_in(api_client: k8s_client.ApiClient, namespace: str) -> list[str]:
+    """Every namespaced object the operator could have written, as kind/name."""
+    core = k8s_client.CoreV1Api(api_client)
+    apps = k8s_client.AppsV1Api(api_client)
+    batch = k8s_client.BatchV1Api(api_client)
+    policy = k8s_client.PolicyV1Api(api_client)
+    listed = {
+        "Deployment": apps.list_namespaced_deployment(namespace).items,
+        "Service": core.list_namespaced_service(namespace).items,
+        "PersistentVolumeClaim": core.list_namespaced_persistent_volume_claim(namespace).items,
+        "Secret": core.list_namespaced_secret(namespace).items,
+        "Job": batch.list_namespaced_job(namespace).items,
+        "PodDisruptionBudget": policy.list_namespaced_pod_disruption_budget(namespace).items,
+        "Event": k8s_client.EventsV1Api(api_client).list_namespaced_event(namespace).items,
+    }
+    return [f"{kind}/{item.metadata.name}" for kind, items in listed.items() for item in items]
+
+
+def test_missing_keda_crd_reports_autoscaling_unavailable_and_creates_nothing_else(
+    api_client: k8s_client.ApiClient,
+    resources: CustomResources,
+    namespace: str,
+    runtime_name: str,
+    make_reconciler: Callable[..., LLMServiceReconciler],
+    status_of: Callable[[str, str], Manifest],
+) -> None:
+    resources.create(inference_runtime(runtime_name))
+    changes = {"runtime": {"name": runtime_name}, "cache": {"prewarm": True}}
+    resources.create(llmservice("nokeda", changes), namespace)
+    key = (namespace, "nokeda")
+
+    with keda_crd_deleted(api_client, resources):
+        with pytest.raises(NoctayaError) as failure:
+            make_reconciler(gateway_replicas=2).reconcile(key)
+
+        assert failure.value.reason == "AutoscalingUnavailable"
+        assert failure.value.message.startswith(PREFIX)
+        assert len(failure.value.message) > len(PREFIX)
+        status = status_of("nokeda", namespace)
+        assert status["phase"] == "Degraded"
+        failed = ("AutoscalingUnavailable", failure.value.message)
+        assert condition_values(status) == {
+            "AutoscalingReady": ("False", *failed),
+            "Ready": ("False", *failed),
+            "Degraded": ("True", *failed),
+        }
+        assert _objects_in(api_client, namespace) == []
+
+    make_reconciler(gateway_replicas=2).reconcile(key)  # KEDA is back: the stack follows
+
+    status = status_of("nokeda", namespace)
+    assert condition_values(status)["AutoscalingReady"][:2] == ("True", "ScaledObjectApplied")
+    assert resources.get("ScaledObject", "nokeda", namespace)["spec"]["scaleTargetRef"] == {
+        "name": "nokeda"
+    }
+
+
+def test_keda_crd_removed_under_a_running_operator_is_reported_as_autoscaling_unavailable(
+    api_client: k8s_client.ApiClient,
+    resources: CustomResources,
+    namespace: str,
+    runtime_name: str,
+    reconciler: LLMServiceReconciler,
+    status_of: Callable[[str, str], Manifest],
+) -> None:
+    """The operator's discovery still lists ScaledObject: the apply's 404 tells the truth."""
+    resources.create(inference_runtime(runtime_name))
+    resources.create(llmservice("lost", {"runtime": {"name": runtime_name}}), namespace)
+    reconciler.reconcile((namespace, "lost"))
+
+    with keda_crd_deleted(api_client, resources):
+        with pytest.raises(NoctayaError) as failure:
+            reconciler.reconcile((namespace, "lost"))
+
+        assert failure.value.reason == "AutoscalingUnavailable"
+        assert failure.value.message.startswith(PREFIX)
+        autoscaling = condition_values(status_of("lost", namespace))["AutoscalingReady"]
+        assert autoscaling == ("False", "AutoscalingUnavailable", failure.value.message)
