@@ -70,8 +70,10 @@ def test_readiness_ends_the_lease_but_keeps_the_floor_for_the_grace(clock: Manua
     assert not lease.active
     clock.advance(0.125)
     assert lease.demand(0) == 1
+    assert lease.grace_remaining() == pytest.approx(0.125)
     clock.advance(0.125)
     assert lease.demand(0) == 0
+    assert lease.grace_remaining() == 0
 
 
 def test_default_grace_is_fifteen_seconds(clock: ManualClock) -> None:

@@ -65,6 +65,10 @@ class ActivationLease:
             return 0.0
         return max(0.0, self._deadline - self._clock())
 
+    def grace_remaining(self) -> float:
+        """Seconds until the post-readiness grace ends (0 when it is over)."""
+        return max(0.0, self._ready_grace_until - self._clock())
+
     def end_on_ready(self) -> float:
         """The backend is ready: end the lease, start the grace; returns when the grace ends."""
         self._active = False

@@ -41,3 +41,9 @@ def format_bind(host: str, port: int) -> str:
     if ":" in host:
         return f"[{host}]:{port}"
     return f"{host}:{port}"
+
+
+def with_port(listen_addr: str, port: int) -> str:
+    """`listen_addr` with its port replaced by the bound one (what port 0 turned into)."""
+    host, _ = parse_listen_addr(listen_addr)
+    return f"[{host}]:{port}" if ":" in host else f"{host}:{port}"

@@ -1,0 +1,145 @@
+"""What an admitted request does when no backend is ready (§2.6): reject at once, or wait.
+
+Either way the activation lease is renewed first, so the backend comes up even if the client
+leaves. Waiting streaming requests get their 200 `text/event-stream` head at once and SSE
+heartbeat comments while the backend loads, so proxies and SDKs keep the connection open.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import time
+from collections.abc import Awaitable, Callable
+from typing import Any
+
+from noctaya.gateway.activation import ActivationWatcher
+from noctaya.gateway.client import BodyTooLarge, ClientChannel, ClientGone
+from noctaya.gateway.config import ColdStartMode, GatewayConfig
+from noctaya.gateway.metrics import GatewayMetrics
+from noctaya.gateway.readiness import ReadinessProbe
+from noctaya.gateway.responses import (
+    ACTIVATION_TIMEOUT,
+    BODY_TOO_LARGE,
+    COLD_START,
+    STREAM_TIMEOUT,
+    Send,
+    send_error,
+    sse_error_frame,
+)
+
+Forward = Callable[[dict[str, Any], ClientChannel, bytes, Send, bool, bool], Awaitable[None]]
+"""(scope, channel, body, send, openai, committed): proxy the request to the ready backend."""
+
+HEARTBEAT = b": heartbeat\n\n"
+_SSE_HEAD = [(b"content-type", b"text/event-stream"), (b"cache-control", b"no-cache")]
+_HTTP1_KEEPALIVE = (b"connection", b"keep-alive")  # connection-specific: HTTP/1.x only
+
+
+def is_streaming_request(method: str, body: bytes, peek_limit: int) -> bool:
+    """A non-GET request whose JSON body has `"stream": true`; anything else (too large to peek,
+    not JSON, not an object, `stream` not a boolean) is treated as non-streaming."""
+    if method == "GET" or not body or len(body) > peek_limit or b'"stream"' not in body:
+        return False
+    try:
+        document = json.loads(body)
+    except (ValueError, RecursionError):
+        return False
+    return isinstance(document, dict) and document.get("stream") is True
+
+
+class ColdStart:
+    def __init__(
+        self,
+        config: GatewayConfig,
+        readiness: ReadinessProbe,
+        activation: ActivationWatcher,
+        metrics: GatewayMetrics,
+        forward: Forward,
+    ) -> None:
+        self._config = config
+        self._readiness = readiness
+        self._activation = activation
+        self._metrics = metrics
+        self._forward = forward
+
+    async def handle(
+        self, scope: dict[str, Any], channel: ClientChannel, send: Send, openai: bool
+    ) -> None:
+        self._activation.cold_request()
+        if self._config.coldstart_mode is ColdStartMode.REJECT:
+            await self._refuse(send, COLD_START, "cold_start", openai)
+            return
+        try:
+            body = await channel.read_all()
+        except BodyTooLarge:
+            await send_error(send, BODY_TOO_LARGE, openai)
+            self._metrics.count_response(BODY_TOO_LARGE.status)
+            return
+        except ClientGone:
+            return
+        channel.watch()
+        if is_streaming_request(scope["method"], body, self._config.peek_limit):
+            await self._stream_wait(scope, channel, body, send, openai)
+        else:
+            await self._wait(scope, channel, body, send, openai)
+
+    async def _wait(
+        self, scope: dict[str, Any], channel: ClientChannel, body: bytes, send: Send, openai: bool
+    ) -> None:
+        start = time.monotonic()
+        deadline = start + self._config.activation_timeout
+        while not await self._ready_before(deadline):
+            remaining = deadline - time.monotonic()
+            if remaining <= 0:
+                await self._refuse(send, ACTIVATION_TIMEOUT, "activation_timeout", openai)
+                return
+            if await channel.wait_gone(min(self._config.readiness_interval, remaining)):
+                return
+        self._metrics.activation_wait.observe(time.monotonic() - start)
+        await self._forward(scope, channel, body, send, openai, False)
+
+    async def _stream_wait(
+        self, scope: dict[str, Any], channel: ClientChannel, body: bytes, send: Send, openai: bool
+    ) -> None:
+        if channel.disconnected:
+            return
+        headers = list(_SSE_HEAD)
+        if scope.get("http_version", "1.1").startswith("1"):
+            headers.append(_HTTP1_KEEPALIVE)
+        await send({"type": "http.response.start", "status": 200, "headers": headers})
+        self._metrics.count_response(200)
+        start = last_beat = time.monotonic()
+        deadline = start + self._config.activation_timeout
+        beat = self._config.heartbeat_interval
+        while not await self._ready_before(deadline):
+            now = time.monotonic()
+            if now >= deadline:
+                self._metrics.reject("activation_timeout")
+                await _end_stream(send, sse_error_frame(STREAM_TIMEOUT, openai))
+                return
+            if now - last_beat >= beat:
+                await send({"type": "http.response.body", "body": HEARTBEAT, "more_body": True})
+                last_beat = now
+            pause = min(self._config.readiness_interval, deadline - now, last_beat + beat - now)
+            if await channel.wait_gone(max(pause, 0.0)):
+                return
+        self._metrics.activation_wait.observe(time.monotonic() - start)
+        await self._forward(scope, channel, body, send, openai, True)
+
+    async def _ready_before(self, deadline: float) -> bool:
+        """One (cached) readiness answer, given up on at the activation deadline."""
+        try:
+            async with asyncio.timeout(max(deadline - time.monotonic(), 0.0)):
+                return await self._readiness.ready()
+        except TimeoutError:
+            return False
+
+    async def _refuse(self, send: Send, error: Any, reason: str, openai: bool) -> None:
+        await send_error(send, error, openai)
+        self._metrics.count_response(error.status)
+        self._metrics.reject(reason)
+
+
+async def _end_stream(send: Send, frame: bytes) -> None:
+    await send({"type": "http.response.body", "body": frame, "more_body": False})

@@ -1,0 +1,146 @@
+"""Gateway settings from the `NOCTAYA_*` environment, parsed exactly as the operator renders them.
+
+Tunables the reference keeps as constants (readiness interval, grace, drain budget) are fields
+with those defaults too, so in-process tests can shrink them; the environment never sets them.
+"""
+
+from __future__ import annotations
+
+import enum
+import re
+from collections.abc import Mapping
+from dataclasses import dataclass
+from decimal import Decimal
+from urllib.parse import urlsplit
+
+from noctaya.core.values import Duration, Quantity
+from noctaya.gateway.addresses import parse_listen_addr
+
+DEFAULT_MAX_QUEUE = 100
+DEFAULT_ACTIVATION_TIMEOUT = Duration.parse("5m")
+DEFAULT_HEARTBEAT_INTERVAL = Duration.parse("10s")
+MIB = 1024 * 1024
+_GO_INT = re.compile(r"[+-]?[0-9]+")
+DEFAULT_MAX_REQUEST_BODY = 8 * MIB
+"""Equal to the stream-detection peek, so a request that waits for a cold backend is held whole
+(bounded) and a client that disconnects during that wait is always noticed."""
+
+
+class ConfigError(ValueError):
+    """A setting that prevents startup; the message is what the process prints before exiting."""
+
+
+class ColdStartMode(enum.Enum):
+    KEEPALIVE = "keepalive"
+    REJECT = "reject"
+
+
+@dataclass(frozen=True)
+class GatewayConfig:
+    backend_url: str
+    listen_addr: str = ":8080"
+    max_queue: int = DEFAULT_MAX_QUEUE
+    activation_timeout: float = DEFAULT_ACTIVATION_TIMEOUT.seconds
+    coldstart_mode: ColdStartMode = ColdStartMode.KEEPALIVE
+    heartbeat_interval: float = DEFAULT_HEARTBEAT_INTERVAL.seconds
+    client_api_key_file: str | None = None
+    scaler_listen_addr: str = ":9090"
+    demand_aggregator_url: str | None = None
+    max_request_body: int = DEFAULT_MAX_REQUEST_BODY
+    readiness_interval: float = 0.5
+    readiness_timeout: float = 2.0
+    ready_grace: float = 15.0
+    peek_limit: int = 8 * MIB
+    shutdown_timeout: float = 20.0
+    read_header_timeout: float = 10.0
+
+
+def load_config(environ: Mapping[str, str]) -> GatewayConfig:
+    """Build the gateway-mode configuration; raise ConfigError with the reference's messages."""
+    backend_url = environ.get("NOCTAYA_BACKEND_URL", "")
+    if not backend_url:
+        raise ConfigError("NOCTAYA_BACKEND_URL is required")
+    if not is_absolute_http_url(backend_url):
+        raise ConfigError("backend URL must be an absolute HTTP URL")
+    listen_addr = environ.get("NOCTAYA_LISTEN_ADDR") or ":8080"
+    scaler_listen_addr = environ.get("NOCTAYA_SCALER_LISTEN_ADDR") or ":9090"
+    for name, value in (
+        ("NOCTAYA_LISTEN_ADDR", listen_addr),
+        ("NOCTAYA_SCALER_LISTEN_ADDR", scaler_listen_addr),
+    ):
+        try:
+            parse_listen_addr(value)
+        except ValueError as error:
+            raise ConfigError(f"{name}: {error}") from None
+    key_file = environ.get("NOCTAYA_CLIENT_API_KEY_FILE") or None
+    if key_file is not None:
+        _check_key_file(key_file)
+    mode = environ.get("NOCTAYA_COLDSTART_MODE", "")
+    return GatewayConfig(
+        backend_url=backend_url,
+        listen_addr=listen_addr,
+        max_queue=_positive_int(environ.get("NOCTAYA_MAX_QUEUE"), DEFAULT_MAX_QUEUE),
+        activation_timeout=_positive_seconds(
+            environ.get("NOCTAYA_ACTIVATION_TIMEOUT"), DEFAULT_ACTIVATION_TIMEOUT
+        ),
+        coldstart_mode=ColdStartMode.REJECT if mode == "reject" else ColdStartMode.KEEPALIVE,
+        heartbeat_interval=_positive_seconds(
+            environ.get("NOCTAYA_HEARTBEAT_INTERVAL"), DEFAULT_HEARTBEAT_INTERVAL
+        ),
+        client_api_key_file=key_file,
+        scaler_listen_addr=scaler_listen_addr,
+        demand_aggregator_url=environ.get("NOCTAYA_DEMAND_AGGREGATOR_URL") or None,
+        max_request_body=_byte_size(environ.get("NOCTAYA_MAX_REQUEST_BODY")),
+    )
+
+
+def is_absolute_http_url(text: str) -> bool:
+    try:
+        parts = urlsplit(text)
+        parts.port  # noqa: B018 - raises ValueError on a malformed port
+    except ValueError:
+        return False
+    return parts.scheme in ("http", "https") and bool(parts.hostname)
+
+
+def _check_key_file(path: str) -> None:
+    try:
+        with open(path, "rb") as handle:
+            key = handle.read().strip()
+    except OSError as error:
+        raise ConfigError(f"read client API key: {error}") from None
+    if not key:
+        raise ConfigError("client API key must not be empty")
+
+
+def _positive_int(text: str | None, default: int) -> int:
+    """Go `strconv.Atoi` syntax; anything else (or a non-positive value) means the default."""
+    if text is None or not _GO_INT.fullmatch(text):
+        return default
+    value = int(text)
+    return value if value > 0 else default
+
+
+def _positive_seconds(text: str | None, default: Duration) -> float:
+    try:
+        value = Duration.parse(text or "")
+    except ValueError:
+        return default.seconds
+    return value.seconds if value.nanoseconds > 0 else default.seconds
+
+
+def _byte_size(text: str | None) -> int:
+    """A byte count as a Kubernetes quantity (`8Mi`, `10000000`); strict, since it is ours."""
+    if not text:
+        return DEFAULT_MAX_REQUEST_BODY
+    error = ConfigError(
+        f'NOCTAYA_MAX_REQUEST_BODY must be a positive whole number of bytes such as "8Mi", '
+        f'got "{text}"'
+    )
+    try:
+        value = Quantity.parse(text).value
+    except ValueError:
+        raise error from None
+    if value <= 0 or value != value.to_integral_value() or value > Decimal(2**62):
+        raise error
+    return int(value)

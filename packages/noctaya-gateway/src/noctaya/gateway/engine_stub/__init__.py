@@ -1,0 +1,73 @@
+"""`noctaya-engine-stub`: a test double for vLLM (§6) for tests, benchmarks and the no-GPU guide.
+
+It speaks vLLM's OpenAI-compatible surface closely enough for the gateway, KEDA metrics and the
+OpenAI SDK, and generates `tok0 tok1 …` instead of running a model.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import contextlib
+import logging
+import os
+import signal
+import sys
+from collections.abc import Sequence
+
+from noctaya.gateway import process
+from noctaya.gateway.addresses import parse_listen_addr, with_port
+from noctaya.gateway.engine_stub.engine import EngineStub
+from noctaya.gateway.engine_stub.http11 import serve
+from noctaya.gateway.engine_stub.settings import SettingsError, StubSettings, load_settings
+
+__all__ = ["EngineStub", "StubSettings", "load_settings", "main", "serve"]
+
+DESCRIPTION = """\
+A test double for vLLM: serves /health (503 until STUB_STARTUP_DELAY has passed),
+/v1/chat/completions and /v1/completions (tokens "tok0 tok1 ...", streamed with
+STUB_TOKEN_DELAY between tokens, count from ?tokens=N or STUB_TOKEN_COUNT), /metrics
+(vLLM scheduler gauges) and POST /control (set the gauges). It runs no model.
+Other command-line arguments (such as vLLM's --model=...) are accepted and ignored.
+Environment: STUB_LISTEN_ADDR (default :8000), STUB_STARTUP_DELAY (default 0s),
+STUB_TOKEN_COUNT (default 1), STUB_TOKEN_DELAY (default 50ms)."""
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(
+        prog="noctaya-engine-stub",
+        description=DESCRIPTION,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    parser.parse_known_args(argv)
+    process.configure_logging()
+    try:
+        settings = load_settings(os.environ)
+        host, port = parse_listen_addr(settings.listen_addr)
+    except (SettingsError, ValueError) as error:
+        print(error, file=sys.stderr)
+        return 1
+    return process.run(_run(EngineStub(settings), host, port, settings.listen_addr))
+
+
+async def _run(stub: EngineStub, host: str, port: int, listen_addr: str) -> int:
+    try:
+        server = await serve(stub, host, port)
+    except OSError as error:
+        print(f"listen on {listen_addr}: {error}", file=sys.stderr)
+        return 1
+    bound = server.sockets[0].getsockname()[1]
+    logging.getLogger("noctaya.engine_stub").info(
+        "engine stub (a test double for vLLM) listening on %s", with_port(listen_addr, bound)
+    )
+    stop = asyncio.Event()
+    loop = asyncio.get_running_loop()
+    for sig in (signal.SIGTERM, signal.SIGINT):
+        loop.add_signal_handler(sig, stop.set)
+    await stop.wait()
+    server.close()
+    with contextlib.suppress(TimeoutError):
+        async with asyncio.timeout(1):
+            await server.wait_closed()
+    return 0
+

@@ -1,0 +1,70 @@
+"""The gateway's Prometheus series (§2.8) on a private registry: no process or platform collectors,
+so `/metrics` shows exactly what dashboards and the example alerts rely on."""
+
+from __future__ import annotations
+
+from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, generate_latest
+from prometheus_client.exposition import CONTENT_TYPE_PLAIN_0_0_4
+
+ACTIVATION_WAIT_BUCKETS = (0.01, 0.1, 1, 5, 15, 30, 60, 120, 300)
+CONTENT_TYPE = CONTENT_TYPE_PLAIN_0_0_4
+"""The classic text format, which every Prometheus version scrapes (what the Go client sends)."""
+
+
+class GatewayMetrics:
+    """One gateway's series. The scaler code is handed `scaler_streams` and `demand_reports`."""
+
+    def __init__(self) -> None:
+        self.registry = CollectorRegistry(auto_describe=True)
+        r = self.registry
+        self.pending = Gauge(
+            "noctaya_gateway_pending", "Admitted requests waiting or in flight.", registry=r
+        )
+        self.demand = Gauge(
+            "noctaya_gateway_demand",
+            "Effective local demand, including the activation lease floor.",
+            registry=r,
+        )
+        self.requests = Counter(
+            "noctaya_gateway_requests_total", "Responses by status code.", ["code"], registry=r
+        )
+        self.rejections = Counter(
+            "noctaya_gateway_rejections_total",
+            "Requests the gateway refused or gave up on, by reason.",
+            ["reason"],
+            registry=r,
+        )
+        self.activation_wait = Histogram(
+            "noctaya_gateway_activation_wait_seconds",
+            "Time cold requests waited for a ready backend before proceeding.",
+            buckets=ACTIVATION_WAIT_BUCKETS,
+            registry=r,
+        )
+        self.scaler_streams = Gauge(
+            "noctaya_gateway_scaler_streams", "Connected KEDA StreamIsActive streams.", registry=r
+        )
+        self.activation_events = Counter(
+            "noctaya_gateway_activation_events_total",
+            "Transitions of demand from inactive to active.",
+            registry=r,
+        )
+        self.demand_reports = Counter(
+            "noctaya_gateway_demand_reports_total",
+            "Multi-gateway demand reports by result.",
+            ["result"],
+            registry=r,
+        )
+        self._by_code: dict[int, Counter] = {}
+
+    def count_response(self, status: int) -> None:
+        """Count one response; children are cached because this runs on every request."""
+        child = self._by_code.get(status)
+        if child is None:
+            child = self._by_code[status] = self.requests.labels(code=str(status))
+        child.inc()
+
+    def reject(self, reason: str) -> None:
+        self.rejections.labels(reason=reason).inc()
+
+    def render(self) -> bytes:
+        return generate_latest(self.registry)

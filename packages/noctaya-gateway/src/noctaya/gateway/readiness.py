@@ -1,0 +1,67 @@
+"""Is a backend ready? `GET <backend>/health` == 200, cached briefly and probed single-flight.
+
+The gateway has no Kubernetes credentials; the backend Service only routes to pods that passed
+their model-load readiness probe, so one 200 through it means a ready backend exists. Every
+admitted request asks, so the answer is cached and concurrent askers share one probe.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import time
+from collections.abc import Callable
+
+import aiohttp
+
+
+class ReadinessProbe:
+    def __init__(
+        self,
+        session: aiohttp.ClientSession,
+        health_url: str,
+        *,
+        interval: float = 0.5,
+        timeout: float = 2.0,
+        clock: Callable[[], float] = time.monotonic,
+    ) -> None:
+        self._session = session
+        self._url = health_url
+        self._interval = interval
+        self._timeout = aiohttp.ClientTimeout(total=timeout)
+        self._clock = clock
+        self._ready = False
+        self._fresh_until = float("-inf")
+        self._inflight: asyncio.Task[bool] | None = None
+
+    def cached_ready(self) -> bool:
+        """True only if a fresh cached probe said ready: the warm path's await-free check."""
+        return self._ready and self._clock() < self._fresh_until
+
+    async def ready(self) -> bool:
+        if self._clock() < self._fresh_until:
+            return self._ready
+        if self._inflight is None:
+            self._inflight = asyncio.ensure_future(self._probe())
+        # Shielded: one caller giving up must not cancel the probe the others wait for.
+        return await asyncio.shield(self._inflight)
+
+    async def close(self) -> None:
+        if self._inflight is not None:
+            self._inflight.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await self._inflight
+
+    async def _probe(self) -> bool:
+        ready = False
+        try:
+            async with self._session.get(self._url, timeout=self._timeout) as response:
+                await response.read()
+                ready = response.status == 200
+        except (aiohttp.ClientError, OSError, TimeoutError):
+            ready = False
+        finally:
+            self._ready = ready
+            self._fresh_until = self._clock() + self._interval
+            self._inflight = None
+        return ready

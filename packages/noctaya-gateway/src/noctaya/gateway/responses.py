@@ -1,0 +1,103 @@
+"""Responses the gateway writes itself: OpenAI-shaped JSON errors on `/v1/*` so SDKs surface the
+message, Go `http.Error`-style plain text elsewhere. Bodies are rendered once, at import."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Awaitable, Callable, MutableMapping
+from dataclasses import dataclass, field
+from typing import Any
+
+Message = MutableMapping[str, Any]
+Send = Callable[[Message], Awaitable[None]]
+Receive = Callable[[], Awaitable[Message]]
+Headers = list[tuple[bytes, bytes]]
+
+PLAIN_TEXT = b"text/plain; charset=utf-8"
+JSON = b"application/json"
+NOSNIFF = (b"x-content-type-options", b"nosniff")
+
+
+@dataclass(frozen=True)
+class GatewayError:
+    """An error of the gateway's own; `code` is also the OpenAI `error.code`."""
+
+    status: int
+    message: str
+    type: str
+    code: str
+    headers: tuple[tuple[bytes, bytes], ...] = ()
+    _plain: bytes = field(init=False, repr=False)
+    _openai: bytes = field(init=False, repr=False)
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "_plain", self.message.encode() + b"\n")
+        object.__setattr__(self, "_openai", self.sse_data().encode() + b"\n")
+
+    def sse_data(self) -> str:
+        """The OpenAI error object as one JSON line."""
+        body = {"error": {"message": self.message, "type": self.type, "code": self.code}}
+        return json.dumps(body, separators=(",", ":"))
+
+    def body(self, openai: bool) -> tuple[bytes, bytes]:
+        """(content type, body) in the shape the route calls for."""
+        return (JSON, self._openai) if openai else (PLAIN_TEXT, self._plain)
+
+
+_RETRY_5 = ((b"retry-after", b"5"),)
+_RETRY_10 = ((b"retry-after", b"10"),)
+
+UNAUTHORIZED = GatewayError(
+    401,
+    "unauthorized",
+    "authentication_error",
+    "unauthorized",
+    ((b"www-authenticate", b'Bearer realm="noctaya"'),),
+)
+AUTHENTICATION_UNAVAILABLE = GatewayError(
+    503, "gateway authentication unavailable", "server_error", "authentication_unavailable"
+)
+QUEUE_FULL = GatewayError(429, "gateway queue full", "rate_limit_error", "queue_full", _RETRY_5)
+COLD_START = GatewayError(503, "backend not ready", "server_error", "cold_start", _RETRY_10)
+ACTIVATION_TIMEOUT = GatewayError(
+    503, "backend not ready", "server_error", "activation_timeout", _RETRY_10
+)
+BODY_TOO_LARGE = GatewayError(
+    413, "request body too large", "invalid_request_error", "request_too_large"
+)
+BACKEND_UNREACHABLE = GatewayError(502, "backend unreachable", "server_error", "bad_gateway")
+STREAM_TIMEOUT = GatewayError(
+    503, "backend activation timeout", "server_error", "activation_timeout"
+)
+"""The `event: error` frame ending a committed keepalive stream (status is already 200)."""
+
+
+def is_openai_path(path: str) -> bool:
+    return path == "/v1" or path.startswith("/v1/")
+
+
+async def send_error(send: Send, error: GatewayError, openai: bool) -> None:
+    content_type, body = error.body(openai)
+    headers: Headers = [
+        (b"content-type", content_type),
+        NOSNIFF,
+        (b"content-length", str(len(body)).encode()),
+        *error.headers,
+    ]
+    await send({"type": "http.response.start", "status": error.status, "headers": headers})
+    await send({"type": "http.response.body", "body": body})
+
+
+async def send_body(send: Send, status: int, content_type: bytes, body: bytes) -> None:
+    headers: Headers = [(b"content-length", str(len(body)).encode())]
+    if content_type:
+        headers.append((b"content-type", content_type))
+    await send({"type": "http.response.start", "status": status, "headers": headers})
+    await send({"type": "http.response.body", "body": body})
+
+
+def sse_error_frame(error: GatewayError, openai: bool) -> bytes:
+    """The frame that ends a committed stream: JSON data on `/v1/*` (the OpenAI SDK raises it as
+    an APIError), the reference's plain text elsewhere."""
+    data = error.sse_data() if openai else error.message
+    return f"event: error\ndata: {data}\n\n".encode()

@@ -1,0 +1,170 @@
+"""One gateway process: hypercorn serving the app, plus either the KEDA scaler (single gateway)
+or the demand reporter (several gateways), all on one event loop; and the drain that ends it.
+
+Drain order: HTTP first (stop accepting, let in-flight requests and streams finish within the
+shutdown budget), then the scaler and the reporter, so the demand of the draining requests stays
+visible to KEDA until they are done and the backend is not scaled away under them.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import socket
+from collections.abc import Mapping
+from typing import Any
+
+import aiohttp
+from hypercorn.asyncio import serve
+from hypercorn.config import Config as HypercornConfig
+from noctaya.gateway.addresses import parse_listen_addr, with_port
+from noctaya.gateway.app import GatewayApp
+from noctaya.gateway.config import GatewayConfig
+from noctaya.gateway.demand_feed import DemandFeed
+from noctaya.gateway.metrics import GatewayMetrics
+from noctaya.gateway.proxy import UpstreamAborted, create_session
+
+log = logging.getLogger("noctaya.gateway")
+SCALER_STOP_GRACE = 1.0
+
+
+class _AbortedStreamFilter(logging.Filter):
+    """A backend failing mid-response aborts the client exchange by raising out of the app;
+    hypercorn logs that with a traceback. Keep one line, like Go's ReverseProxy does."""
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        if record.exc_info and isinstance(record.exc_info[1], UpstreamAborted):
+            record.msg = "proxy: backend failed mid-response, aborted client stream: %s"
+            record.args = (record.exc_info[1],)
+            record.exc_info = None
+            record.levelno, record.levelname = logging.WARNING, "WARNING"
+        return True
+
+
+def _server_logger() -> logging.Logger:
+    logger = logging.getLogger("noctaya.gateway.http")
+    if not any(isinstance(f, _AbortedStreamFilter) for f in logger.filters):
+        logger.addFilter(_AbortedStreamFilter())
+    return logger
+
+
+def listen_socket(listen_addr: str) -> socket.socket:
+    """Bound and listening, so the port is known (port 0) and clients queue from this moment."""
+    host, port = parse_listen_addr(listen_addr)
+    if host == "" and socket.has_dualstack_ipv6():
+        sock = socket.create_server(
+            ("", port), family=socket.AF_INET6, dualstack_ipv6=True, backlog=4096
+        )
+    else:
+        sock = socket.create_server((host or "0.0.0.0", port), backlog=4096)
+    sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+    return sock
+
+
+def hypercorn_config(config: GatewayConfig, sock: socket.socket) -> HypercornConfig:
+    hc = HypercornConfig()
+    hc.bind = [f"fd://{sock.fileno()}"]
+    hc.backlog = 4096
+    hc.graceful_timeout = config.shutdown_timeout
+    # Hypercorn times idle connections and unfinished request heads with one timer; use the
+    # reference's header-read budget for it.
+    hc.keep_alive_timeout = config.read_header_timeout
+    hc.keep_alive_max_requests = 2**31
+    hc.h2_max_concurrent_streams = 250
+    hc.h11_max_incomplete_size = 64 * 1024
+    hc.include_server_header = False
+    hc.accesslog = None
+    hc.errorlog = _server_logger()
+    return hc
+
+
+class GatewayServer:
+    """Start with `await start()`, stop with `await stop()` (the drain)."""
+
+    def __init__(
+        self,
+        config: GatewayConfig,
+        environ: Mapping[str, str] | None = None,
+        *,
+        serve_scaler: bool = True,
+    ) -> None:
+        self.config = config
+        self._environ = environ if environ is not None else {}
+        self._serve_scaler = serve_scaler
+        self.metrics = GatewayMetrics()
+        self.feed = DemandFeed()
+        self.app: GatewayApp | None = None
+        self.port = 0
+        self.scaler: Any = None
+        self.reporter: Any = None
+        self._session: aiohttp.ClientSession | None = None
+        self._stopping = asyncio.Event()
+        self._serving: asyncio.Task[None] | None = None
+
+    async def start(self) -> None:
+        """Serve HTTP, then the scaler or reporter; on a startup error undo what began."""
+        sock = listen_socket(self.config.listen_addr)
+        self.port = sock.getsockname()[1]
+        self._session = create_session()
+        self.app = GatewayApp(self.config, self._session, feed=self.feed, metrics=self.metrics)
+        hc = hypercorn_config(self.config, sock)
+        sock.detach()  # hypercorn owns the descriptor from here
+        self._serving = asyncio.get_running_loop().create_task(
+            serve(self.app, hc, shutdown_trigger=self._stopping.wait)  # type: ignore[arg-type]
+        )
+        log.info(
+            "Noctaya gateway version %s listening on %s, backend %s",
+            gateway_version(),
+            with_port(self.config.listen_addr, self.port),
+            self.config.backend_url,
+        )
+        try:
+            if self.config.demand_aggregator_url:
+                await self._start_reporter()
+            elif self._serve_scaler:
+                await self._start_scaler()
+        except BaseException:
+            await self.stop()
+            raise
+
+    async def _start_scaler(self) -> None:
+        from noctaya.gateway.scaler.server import start_scaler
+        from noctaya.gateway.scaler.tls import load_scaler_tls
+
+        tls = load_scaler_tls(self._environ)
+        self.scaler = await start_scaler(
+            self.feed, self.config.scaler_listen_addr, tls, self.metrics.scaler_streams
+        )
+        log.info(
+            "Noctaya external scaler listening on %s",
+            with_port(self.config.scaler_listen_addr, self.scaler.port),
+        )
+
+    async def _start_reporter(self) -> None:
+        raise NotImplementedError("reporter wiring lands with noctaya.gateway.reporter")
+
+    async def stop(self) -> None:
+        """Drain: stop accepting, finish in-flight work within the budget, then close."""
+        self._stopping.set()
+        if self._serving is not None:
+            await self._serving
+        if self.scaler is not None:
+            await self.scaler.stop(SCALER_STOP_GRACE)
+        if self.app is not None:
+            await self.app.close()
+        if self._session is not None:
+            await self._session.close()
+
+    async def wait(self) -> None:
+        """Until the HTTP server ends (after `stop()` or on a fatal server error)."""
+        if self._serving is not None:
+            await asyncio.shield(self._serving)
+
+
+def gateway_version() -> str:
+    from importlib.metadata import PackageNotFoundError, version
+
+    try:
+        return version("noctaya-gateway")
+    except PackageNotFoundError:
+        return "dev"

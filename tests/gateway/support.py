@@ -1,0 +1,184 @@
+"""Helpers for gateway tests: real servers on 127.0.0.1 (in-process or as commands), polling with
+deadlines, and reading Prometheus text."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import os
+import re
+import signal
+import subprocess
+import sys
+import time
+from collections.abc import Awaitable, Callable, Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import aiohttp
+from noctaya.gateway.engine_stub import EngineStub, StubSettings
+from noctaya.gateway.engine_stub.http11 import Exchange, Request, serve
+from noctaya.gateway.server import GatewayServer
+
+BIN = Path(sys.executable).parent
+
+
+async def eventually(
+    probe: Callable[[], Awaitable[bool]] | Callable[[], bool],
+    *,
+    within: float = 5.0,
+    what: str = "condition",
+) -> None:
+    """Poll `probe` until it is true; fail with `what` after `within` seconds."""
+    deadline = time.monotonic() + within
+    while True:
+        result = probe()
+        if asyncio.iscoroutine(result):
+            result = await result
+        if result:
+            return
+        if time.monotonic() >= deadline:
+            raise AssertionError(f"timed out after {within}s waiting for {what}")
+        await asyncio.sleep(0.01)
+
+
+def metric(text: str, name: str, labels: Mapping[str, str] | None = None) -> float | None:
+    """The value of one sample in Prometheus text, or None when the series is absent."""
+    label_text = ""
+    if labels:
+        label_text = "{" + ",".join(f'{k}="{v}"' for k, v in labels.items()) + "}"
+    pattern = re.compile(rf"^{re.escape(name + label_text)} (\S+)$", re.MULTILINE)
+    match = pattern.search(text)
+    return float(match.group(1)) if match else None
+
+
+@dataclass
+class Engine:
+    """An in-process engine stub; `ready_at` moves its readiness, `health_probes` counts."""
+
+    stub: EngineStub
+    server: asyncio.Server
+    url: str
+    health_probes: int = 0
+    requests: list[Request] = field(default_factory=list)
+
+    def make_ready(self) -> None:
+        self.stub.ready_at = time.monotonic()
+
+    def make_unready(self) -> None:
+        self.stub.ready_at = float("inf")
+
+
+async def start_engine(**settings: Any) -> Engine:
+    stub = EngineStub(StubSettings(**settings))
+    engine: Engine
+
+    def handler(request: Request, exchange: Exchange) -> Awaitable[None] | None:
+        if request.path == "/health":
+            engine.health_probes += 1
+        else:
+            engine.requests.append(request)
+        return stub(request, exchange)
+
+    server = await serve(handler, "127.0.0.1", 0)
+    port = server.sockets[0].getsockname()[1]
+    engine = Engine(stub, server, f"http://127.0.0.1:{port}")
+    return engine
+
+
+@dataclass
+class Gateway:
+    server: GatewayServer
+    url: str
+
+    @property
+    def pending(self) -> int:
+        assert self.server.app is not None
+        return self.server.app.demand.pending
+
+    @property
+    def demand(self) -> int:
+        assert self.server.app is not None
+        return self.server.app.demand.current()
+
+    async def metrics(self, session: aiohttp.ClientSession) -> str:
+        async with session.get(f"{self.url}/metrics") as response:
+            return await response.text()
+
+
+async def read_events(response: aiohttp.ClientResponse) -> list[str]:
+    """Every SSE block of a streamed response, in arrival order."""
+    blocks: list[str] = []
+    buffer = ""
+    async for chunk in response.content.iter_any():
+        buffer += chunk.decode()
+        while "\n\n" in buffer:
+            block, buffer = buffer.split("\n\n", 1)
+            blocks.append(block)
+    return blocks
+
+
+def token_texts(blocks: list[str]) -> list[str]:
+    """The `delta.content` of chat chunks among SSE blocks."""
+    texts = []
+    for block in blocks:
+        if block.startswith("data: {"):
+            document = json.loads(block[len("data: ") :])
+            texts.append(document["choices"][0]["delta"]["content"])
+    return texts
+
+
+@dataclass
+class Command:
+    """A command started as its own process, logging to a file we can poll."""
+
+    process: subprocess.Popen[bytes]
+    log: Path
+
+    def text(self) -> str:
+        return self.log.read_text(errors="replace")
+
+    async def wait_for_line(self, pattern: str, within: float = 15.0) -> re.Match[str]:
+        regex = re.compile(pattern)
+        found: list[re.Match[str]] = []
+
+        def probe() -> bool:
+            match = regex.search(self.text())
+            if match:
+                found.append(match)
+                return True
+            if self.process.poll() is not None:
+                raise AssertionError(f"process exited early:\n{self.text()}")
+            return False
+
+        await eventually(probe, within=within, what=f"log line /{pattern}/")
+        return found[0]
+
+    def signal(self, sig: signal.Signals) -> None:
+        if self.process.poll() is None:
+            self.process.send_signal(sig)
+
+    async def wait_exit(self, within: float = 30.0) -> int:
+        await eventually(
+            lambda: self.process.poll() is not None, within=within, what="process exit"
+        )
+        code = self.process.returncode
+        assert code is not None
+        return code
+
+    def stop(self) -> None:
+        if self.process.poll() is None:
+            self.process.kill()
+            self.process.wait(timeout=10)
+
+
+def start_command(name: str, env: Mapping[str, str], log: Path, *args: str) -> Command:
+    environ = {k: v for k, v in os.environ.items() if not k.startswith(("NOCTAYA_", "STUB_"))}
+    environ.update(env)
+    handle = log.open("wb")
+    process = subprocess.Popen(
+        [str(BIN / name), *args], env=environ, stdout=handle, stderr=subprocess.STDOUT
+    )
+    handle.close()
+    return Command(process, log)
