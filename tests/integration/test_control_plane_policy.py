@@ -4,10 +4,13 @@ from __future__ import annotations
 
 import json
 import os
+import subprocess
+import tempfile
 from pathlib import Path
 
 import pytest
-from support.envtest import Binaries
+from support.envtest import Binaries, ControlPlane
+from support.envtest.control_plane import OWNER_FILE, WORKDIR_PREFIX
 
 PLUGIN = ("-p", "support.control_plane")
 NEEDS_API_SERVER = """
@@ -95,3 +98,20 @@ def test_failing_test_shows_process_logs_and_leaves_no_process_or_temp_dir(
     for pid in seen["pids"].values():
         with pytest.raises(ProcessLookupError):
             os.kill(pid, 0)
+
+
+def test_work_dir_of_a_killed_session_is_swept_but_a_live_one_is_kept(tmp_path: Path) -> None:
+    dead_owner = subprocess.Popen(["true"])
+    dead_owner.wait()  # reaped: its pid is gone
+    abandoned = Path(tempfile.mkdtemp(prefix=WORKDIR_PREFIX))
+    (abandoned / OWNER_FILE).write_text(str(dead_owner.pid))
+    live = Path(tempfile.mkdtemp(prefix=WORKDIR_PREFIX))
+    (live / OWNER_FILE).write_text(str(os.getpid()))
+    plane = ControlPlane(Binaries(etcd=tmp_path / "etcd", kube_apiserver=tmp_path / "apiserver"))
+    try:
+        assert not abandoned.exists()
+        assert live.exists()
+    finally:
+        plane.stop()
+        live.joinpath(OWNER_FILE).unlink()
+        live.rmdir()

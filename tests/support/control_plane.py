@@ -60,7 +60,7 @@ def control_plane(
         plane.start()
         started = time.monotonic()
         install_crds(plane.api_client, crd_manifests(CRD_FOLDERS))
-        plane.startup_seconds["CRDs"] = time.monotonic() - started
+        plane.startup_seconds["CRDs Established in"] = time.monotonic() - started
         yield plane
     finally:
         plane.stop()
@@ -90,7 +90,7 @@ def namespace(api_client: k8s_client.ApiClient, request: pytest.FixtureRequest) 
     core = k8s_client.CoreV1Api(api_client)
     core.create_namespace(k8s_client.V1Namespace(metadata=k8s_client.V1ObjectMeta(name=name)))
     yield name
-    core.delete_namespace(name, _preload_content=False)
+    core.delete_namespace(name)
 
 
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:

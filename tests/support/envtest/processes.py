@@ -32,6 +32,16 @@ def free_port() -> int:
         return port
 
 
+def is_running(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    return True
+
+
 class ManagedProcess:
     """One long-running program with its output appended to a log file."""
 
