@@ -24,3 +24,4 @@ test: sync control-plane lint
 
 crds: sync
 	.venv/bin/noctaya crds --output config/crd/bases
+	.venv/bin/noctaya rbac --output config/rbac

@@ -13,6 +13,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from noctaya.k8s.crds import write_crds
+from noctaya.k8s.rbac import write_rbac
 
 
 @dataclass(frozen=True)
@@ -23,24 +24,35 @@ class Command:
     run: Callable[[argparse.Namespace], int]
 
 
-def _configure_crds(parser: argparse.ArgumentParser) -> None:
+def _configure_output(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
-        "--output", required=True, type=Path, help="directory to write the CRD YAML files into"
+        "--output", required=True, type=Path, help="directory to write the YAML files into"
     )
 
 
-def _run_crds(args: argparse.Namespace) -> int:
-    for path in write_crds(args.output):
-        print(path)
-    return 0
+def _writing(write: Callable[[Path], list[Path]]) -> Callable[[argparse.Namespace], int]:
+    """A sub-command that writes generated manifests into `--output` and lists them."""
+
+    def run(args: argparse.Namespace) -> int:
+        for path in write(args.output):
+            print(path)
+        return 0
+
+    return run
 
 
 COMMANDS: list[Command] = [
     Command(
         "crds",
         "write the CustomResourceDefinitions generated from the API models",
-        _configure_crds,
-        _run_crds,
+        _configure_output,
+        _writing(write_crds),
+    ),
+    Command(
+        "rbac",
+        "write the operator's RBAC: its ClusterRole, leader-election Role, bindings",
+        _configure_output,
+        _writing(write_rbac),
     ),
 ]
 

@@ -1,0 +1,1 @@
+"""The operator process (`noctaya-operator`): its flags, logs, metrics and wiring."""

@@ -1,0 +1,192 @@
+"""The operator's command line (reference §1.2), parsed the way Go's `flag` package would.
+
+Deployment manifests written for the reference pass `--leader-elect=true`, so booleans take an
+optional `=value` in Go's `strconv.ParseBool` spellings, and a bare `--leader-elect` means true.
+Syntax errors exit 2 (argparse and Go agree); values that parse but are not allowed raise
+`FlagError`, which the entry point reports and exits 1 on, as the reference does.
+"""
+
+from __future__ import annotations
+
+import argparse
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+from noctaya.core.plan.gateway import validate_gateway_replicas
+from noctaya.k8s.runtime.health import parse_probe_address
+
+DEFAULT_GATEWAY_IMAGE = "ghcr.io/noctaya/noctaya-gateway:latest"
+_TRUE = frozenset({"1", "t", "T", "TRUE", "true", "True"})
+_FALSE = frozenset({"0", "f", "F", "FALSE", "false", "False"})
+_INT64 = 2**63
+LOG_LEVELS = ("debug", "info", "error", "panic")
+
+
+class FlagError(ValueError):
+    """A flag value that parses but is not allowed; the message names the rule it breaks."""
+
+
+def go_bool(text: str) -> bool:
+    if text in _TRUE:
+        return True
+    if text in _FALSE:
+        return False
+    raise argparse.ArgumentTypeError(f'invalid boolean value "{text}"')
+
+
+def go_int(text: str) -> int:
+    """A Go `int` flag: decimal, 64-bit; range rules beyond that belong to validation."""
+    try:
+        value = int(text, 10)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f'invalid integer value "{text}"') from None
+    if not -_INT64 <= value < _INT64:
+        raise argparse.ArgumentTypeError(f'invalid value "{text}": value out of range')
+    return value
+
+
+def log_level(text: str) -> str:
+    """zap's level flag: a name, or a positive integer for increasingly verbose debug output."""
+    if text in LOG_LEVELS or (text.isdigit() and int(text) > 0):
+        return text
+    raise argparse.ArgumentTypeError(
+        f'invalid log level "{text}": want one of {", ".join(LOG_LEVELS)} or an integer > 0'
+    )
+
+
+@dataclass(frozen=True)
+class OperatorFlags:
+    version: bool
+    metrics_bind_address: str
+    health_probe_bind_address: str
+    leader_elect: bool
+    metrics_secure: bool
+    metrics_cert_path: str
+    metrics_cert_name: str
+    metrics_cert_key: str
+    enable_http2: bool
+    gateway_image: str
+    gateway_replicas: int
+    kubeconfig: str | None
+    zap_devel: bool
+    log_format: str | None  # "json" or "console"; None: the mode's default
+    log_level: str | None  # None: the mode's default
+
+    @property
+    def metrics_enabled(self) -> bool:
+        return parse_probe_address(self.metrics_bind_address, "metrics bind") is not None
+
+
+def _bool_flag(parser: argparse.ArgumentParser, name: str, default: bool, help: str) -> None:
+    parser.add_argument(
+        name, type=go_bool, nargs="?", const=True, default=default, metavar="BOOL", help=help
+    )
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        prog="noctaya-operator",
+        description="The Noctaya operator: reconciles LLMServices into their serving stack.",
+        allow_abbrev=False,
+    )
+    add = parser.add_argument
+    add("--version", action="store_true", help="print the version and exit")
+    add(
+        "--metrics-bind-address",
+        default="0",
+        metavar="ADDR",
+        help='address the metrics endpoint binds to, like ":8443" or ":8080"; "0" disables it',
+    )
+    add(
+        "--health-probe-bind-address",
+        default=":8081",
+        metavar="ADDR",
+        help="address the /healthz and /readyz endpoints bind to",
+    )
+    _bool_flag(
+        parser,
+        "--leader-elect",
+        False,
+        "elect a leader through a Lease so that only one replica reconciles at a time",
+    )
+    _bool_flag(
+        parser,
+        "--metrics-secure",
+        True,
+        "serve metrics over HTTPS and only to callers the API server authenticates and allows",
+    )
+    add(
+        "--metrics-cert-path",
+        default="",
+        metavar="DIR",
+        help="directory holding the metrics server certificate",
+    )
+    add("--metrics-cert-name", default="tls.crt", help="certificate file in --metrics-cert-path")
+    add("--metrics-cert-key", default="tls.key", help="key file in --metrics-cert-path")
+    _bool_flag(
+        parser,
+        "--enable-http2",
+        False,
+        "allow HTTP/2 on the metrics server (off: HTTP/1.1 only, against HTTP/2 stream attacks)",
+    )
+    add("--gateway-image", default=DEFAULT_GATEWAY_IMAGE, help="image of the rendered gateways")
+    add(
+        "--gateway-replicas",
+        type=go_int,
+        default=1,
+        metavar="N",
+        help="gateway replicas per LLMService; more than one adds a PDB and a demand aggregator",
+    )
+    add(
+        "--kubeconfig",
+        default=None,
+        help="kubeconfig file (default: $KUBECONFIG, then in-cluster, then ~/.kube/config)",
+    )
+    _bool_flag(
+        parser,
+        "--zap-devel",
+        True,
+        "development logging: human-readable text from debug level; false: JSON lines from info",
+    )
+    add(
+        "--zap-encoder",
+        "--log-format",
+        dest="log_format",
+        choices=("json", "console", "text"),
+        default=None,
+        help="log encoding (text is console): overrides the --zap-devel default",
+    )
+    add(
+        "--zap-log-level",
+        "--log-level",
+        dest="log_level",
+        type=log_level,
+        default=None,
+        help="debug, info, error, panic, or an integer > 0 for more verbose debug output",
+    )
+    return parser
+
+
+def parse_flags(argv: Sequence[str] | None = None) -> OperatorFlags:
+    """Parse the command line; argparse exits 2 on syntax errors, as Go's flag package does."""
+    args = build_parser().parse_args(argv)
+    log_format = "console" if args.log_format == "text" else args.log_format
+    return OperatorFlags(**{**vars(args), "log_format": log_format})
+
+
+def validate(flags: OperatorFlags) -> None:
+    """Raise FlagError for the first value the operator must not start with."""
+    try:
+        validate_gateway_replicas(flags.gateway_replicas)
+        parse_probe_address(flags.health_probe_bind_address, "health probe")
+        parse_probe_address(flags.metrics_bind_address, "metrics bind")
+    except ValueError as error:
+        raise FlagError(str(error)) from error
+    if not flags.gateway_image.strip():
+        raise FlagError("gateway image must not be empty")
+    if flags.metrics_enabled and flags.metrics_secure and not flags.metrics_cert_path:
+        raise FlagError(
+            "secure metrics need a serving certificate: set --metrics-cert-path to a directory "
+            f"holding {flags.metrics_cert_name} and {flags.metrics_cert_key}, or serve plain "
+            "HTTP with --metrics-secure=false (or disable metrics with --metrics-bind-address=0)"
+        )
