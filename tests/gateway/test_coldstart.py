@@ -1,0 +1,263 @@
+"""Cold starts: reject or keep the client waiting (heartbeats for streams), with a demand floor of
+one that outlives the client and ends at readiness plus grace, or at the activation timeout."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import time
+
+import aiohttp
+import pytest
+from noctaya.gateway.config import ColdStartMode
+
+from .conftest import StartGateway
+from .support import Engine, eventually, metric, read_events, token_texts
+
+REJECT = ColdStartMode.REJECT
+TIMED_OUT = {"reason": "activation_timeout"}
+
+
+async def test_reject_mode_answers_503_at_once_and_keeps_demand_at_one(
+    engine: Engine, start_gateway: StartGateway, http: aiohttp.ClientSession
+) -> None:
+    engine.make_unready()
+    gateway = await start_gateway(engine.url, coldstart_mode=REJECT, ready_grace=0.3)
+    async with http.post(f"{gateway.url}/v1/chat/completions", json={}) as response:
+        assert response.status == 503
+        assert response.headers["Retry-After"] == "10"
+        assert await response.json() == {
+            "error": {"message": "backend not ready", "type": "server_error", "code": "cold_start"}
+        }
+    async with http.get(f"{gateway.url}/") as response:
+        assert response.status == 503
+        assert await response.read() == b"backend not ready\n"
+    async with http.get(f"{gateway.url}/noctaya/queue") as response:
+        assert await response.json() == {"pending": 1}, "the lease floor, not in-flight requests"
+    text = await gateway.metrics(http)
+    assert metric(text, "noctaya_gateway_rejections_total", {"reason": "cold_start"}) == 2
+    assert metric(text, "noctaya_gateway_requests_total", {"code": "503"}) == 2
+    assert metric(text, "noctaya_gateway_demand") == 1
+    assert metric(text, "noctaya_gateway_activation_events_total") == 1
+    assert gateway.pending == 0
+
+    engine.make_ready()
+    await eventually(lambda: not gateway.server.app.demand.lease.active, what="lease end")
+    ready_seen = time.monotonic()
+    await asyncio.sleep(0.15)
+    assert gateway.demand == 1, "a freshly ready backend keeps the floor during the grace"
+    await eventually(lambda: gateway.demand == 0, within=2, what="demand to drop after grace")
+    assert time.monotonic() - ready_seen >= 0.25
+    assert gateway.server.feed.current() == 0
+    text = await gateway.metrics(http)
+    assert metric(text, "noctaya_gateway_demand") == 0
+
+
+async def test_lease_ends_at_the_activation_timeout_when_the_backend_never_comes(
+    engine: Engine, start_gateway: StartGateway, http: aiohttp.ClientSession
+) -> None:
+    engine.make_unready()
+    gateway = await start_gateway(engine.url, coldstart_mode=REJECT, activation_timeout=0.3)
+    started = time.monotonic()
+    async with http.post(f"{gateway.url}/v1/completions", json={}) as response:
+        assert response.status == 503
+    assert gateway.demand == 1
+    await eventually(lambda: gateway.server.feed.current() == 0, what="lease expiry published")
+    assert time.monotonic() - started >= 0.3
+    assert not gateway.server.app.demand.lease.active
+
+
+async def test_keepalive_non_streaming_request_waits_then_gets_503_on_timeout(
+    engine: Engine, start_gateway: StartGateway, http: aiohttp.ClientSession
+) -> None:
+    engine.make_unready()
+    gateway = await start_gateway(engine.url, activation_timeout=0.3)
+    started = time.monotonic()
+    async with http.post(f"{gateway.url}/v1/chat/completions", json={}) as response:
+        assert response.status == 503
+        assert response.headers["Retry-After"] == "10"
+        body = await response.json()
+    assert time.monotonic() - started >= 0.3
+    assert body["error"] == {
+        "message": "backend not ready",
+        "type": "server_error",
+        "code": "activation_timeout",
+    }
+    text = await gateway.metrics(http)
+    assert metric(text, "noctaya_gateway_rejections_total", {"reason": "activation_timeout"}) == 1
+    assert metric(text, "noctaya_gateway_requests_total", {"code": "503"}) == 1
+    assert "noctaya_gateway_activation_wait_seconds_count 0" in text
+
+
+async def test_keepalive_non_streaming_request_proceeds_when_the_backend_becomes_ready(
+    engine: Engine, start_gateway: StartGateway, http: aiohttp.ClientSession
+) -> None:
+    engine.make_unready()
+    gateway = await start_gateway(engine.url)
+    asyncio.get_running_loop().call_later(0.2, engine.make_ready)
+    async with http.post(f"{gateway.url}/v1/chat/completions", json={}) as response:
+        assert response.status == 200
+        document = await response.json()
+    assert document["choices"][0]["message"]["content"] == "tok0 tok1 tok2 "
+    text = await gateway.metrics(http)
+    assert "noctaya_gateway_activation_wait_seconds_count 1" in text
+    assert metric(text, "noctaya_gateway_activation_wait_seconds_bucket", {"le": "0.1"}) == 0
+    assert metric(text, "noctaya_gateway_activation_wait_seconds_bucket", {"le": "1.0"}) == 1
+    assert metric(text, "noctaya_gateway_requests_total", {"code": "200"}) == 1
+
+
+async def test_cold_stream_gets_heartbeats_then_real_tokens_then_done(
+    engine: Engine, start_gateway: StartGateway, http: aiohttp.ClientSession
+) -> None:
+    engine.make_unready()
+    gateway = await start_gateway(engine.url, heartbeat_interval=0.1)
+    asyncio.get_running_loop().call_later(0.35, engine.make_ready)
+    started = time.monotonic()
+    async with http.post(
+        f"{gateway.url}/v1/chat/completions", json={"stream": True, "messages": []}
+    ) as response:
+        assert response.status == 200
+        assert response.headers["Content-Type"] == "text/event-stream"
+        assert response.headers["Cache-Control"] == "no-cache"
+        assert response.headers["Connection"] == "keep-alive"
+        first = await response.content.readuntil(b"\n\n")
+        assert first == b": heartbeat\n\n"
+        assert time.monotonic() - started >= 0.09, "the first beat comes after one interval"
+        blocks = [": heartbeat", *await read_events(response)]
+    heartbeats = [b for b in blocks if b == ": heartbeat"]
+    assert len(heartbeats) >= 2
+    assert blocks[: len(heartbeats)] == heartbeats, "heartbeats only before the backend stream"
+    assert token_texts(blocks) == ["tok0 ", "tok1 ", "tok2 "]
+    assert blocks[-1] == "data: [DONE]"
+    text = await gateway.metrics(http)
+    assert metric(text, "noctaya_gateway_requests_total", {"code": "200"}) == 1
+    assert "noctaya_gateway_activation_wait_seconds_count 1" in text
+
+
+@pytest.mark.parametrize(
+    ("path", "data"),
+    [
+        (
+            "/v1/chat/completions",
+            'data: {"error":{"message":"backend activation timeout","type":"server_error",'
+            '"code":"activation_timeout"}}',
+        ),
+        ("/generate", "data: backend activation timeout"),
+    ],
+)
+async def test_cold_stream_that_times_out_ends_with_an_error_event(
+    engine: Engine,
+    start_gateway: StartGateway,
+    http: aiohttp.ClientSession,
+    path: str,
+    data: str,
+) -> None:
+    engine.make_unready()
+    gateway = await start_gateway(engine.url, activation_timeout=0.35, heartbeat_interval=0.1)
+    async with http.post(f"{gateway.url}{path}", json={"stream": True}) as response:
+        assert response.status == 200
+        blocks = await read_events(response)
+    assert blocks[-1] == f"event: error\n{data}"
+    assert set(blocks[:-1]) == {": heartbeat"}
+    assert 2 <= len(blocks) - 1 <= 4
+    text = await gateway.metrics(http)
+    assert metric(text, "noctaya_gateway_requests_total", {"code": "200"}) == 1
+    assert metric(text, "noctaya_gateway_requests_total", {"code": "503"}) is None
+    assert metric(text, "noctaya_gateway_rejections_total", {"reason": "activation_timeout"}) == 1
+    assert "noctaya_gateway_activation_wait_seconds_count 0" in text
+
+
+@pytest.mark.parametrize(
+    "body",
+    [b'{"stream": true', b'{"stream": "yes"}', b"[1, 2]", b"[" * 100_000, b'"stream"'],
+    ids=["truncated", "not-boolean", "array", "deeply-nested", "bare-string"],
+)
+async def test_malformed_json_on_the_cold_path_is_treated_as_non_streaming(
+    engine: Engine, start_gateway: StartGateway, http: aiohttp.ClientSession, body: bytes
+) -> None:
+    engine.make_unready()
+    gateway = await start_gateway(engine.url)
+    asyncio.get_running_loop().call_later(0.15, engine.make_ready)
+    async with http.post(
+        f"{gateway.url}/v1/chat/completions",
+        data=body,
+        headers={"Content-Type": "application/json"},
+    ) as response:
+        assert response.status == 400, "the backend's verdict, after a plain wait"
+        assert response.headers["Content-Type"] == "text/plain; charset=utf-8"
+        assert await response.read() == b"invalid JSON request\n"
+    async with http.get(f"{gateway.url}/healthz") as response:
+        assert response.status == 200
+    assert engine.requests[-1].body == body, "the peeked body is forwarded intact"
+
+
+async def test_client_leaving_a_non_streaming_wait_is_not_a_timeout(
+    engine: Engine, start_gateway: StartGateway, http: aiohttp.ClientSession
+) -> None:
+    engine.make_unready()
+    gateway = await start_gateway(engine.url, activation_timeout=0.5)
+    _, writer = await asyncio.open_connection("127.0.0.1", gateway.server.port)
+    body = b"{}"
+    writer.write(
+        b"POST /v1/completions HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\n"
+        b"Content-Length: %d\r\n\r\n%s" % (len(body), body)
+    )
+    await writer.drain()
+    await eventually(lambda: gateway.pending == 1, what="the request to be admitted")
+    writer.close()
+    await eventually(lambda: gateway.pending == 0, what="the slot to be freed")
+    assert gateway.demand == 1, "the lease still holds demand for the backend"
+    await asyncio.sleep(0.6)  # outlive the deadline the request had: nothing may count it later
+    text = await gateway.metrics(http)
+    assert metric(text, "noctaya_gateway_rejections_total", TIMED_OUT) is None
+    assert metric(text, "noctaya_gateway_requests_total", {"code": "503"}) is None
+
+
+async def test_client_leaving_a_heartbeat_stream_frees_the_slot_without_a_rejection(
+    engine: Engine, start_gateway: StartGateway, http: aiohttp.ClientSession
+) -> None:
+    engine.make_unready()
+    gateway = await start_gateway(engine.url, heartbeat_interval=0.05, activation_timeout=0.5)
+    response = await http.post(f"{gateway.url}/v1/chat/completions", json={"stream": True})
+    assert response.status == 200
+    assert await response.content.readuntil(b"\n\n") == b": heartbeat\n\n"
+    response.close()
+    await eventually(lambda: gateway.pending == 0, what="the slot to be freed")
+    await asyncio.sleep(0.6)  # outlive the deadline the stream had: nothing may count it later
+    text = await gateway.metrics(http)
+    assert metric(text, "noctaya_gateway_rejections_total", TIMED_OUT) is None
+    assert metric(text, "noctaya_gateway_requests_total", {"code": "200"}) == 1
+
+
+async def test_ten_concurrent_warm_requests_share_one_health_probe(
+    engine: Engine, start_gateway: StartGateway, http: aiohttp.ClientSession
+) -> None:
+    gateway = await start_gateway(engine.url, readiness_interval=0.5)
+    url = f"{gateway.url}/v1/completions"
+
+    async def one() -> int:
+        async with http.post(url, json={}) as response:
+            await response.read()
+            return response.status
+
+    assert await asyncio.gather(*(one() for _ in range(10))) == [200] * 10
+    assert engine.health_probes == 1
+    assert await one() == 200
+    assert engine.health_probes == 1, "cached for the retry interval"
+    await asyncio.sleep(0.55)
+    assert await one() == 200
+    assert engine.health_probes == 2
+
+
+async def test_warm_requests_never_touch_the_lease_or_the_wait_histogram(
+    engine: Engine, start_gateway: StartGateway, http: aiohttp.ClientSession
+) -> None:
+    gateway = await start_gateway(engine.url)
+    async with http.post(f"{gateway.url}/v1/completions", json={"stream": True}) as response:
+        blocks = await read_events(response)
+    assert blocks[-1] == "data: [DONE]"
+    assert not gateway.server.app.demand.lease.active
+    text = await gateway.metrics(http)
+    assert "noctaya_gateway_activation_wait_seconds_count 0" in text
+    await eventually(lambda: gateway.demand == 0, what="demand back to zero")
+    assert json.loads(engine.requests[-1].body) == {"stream": True}
