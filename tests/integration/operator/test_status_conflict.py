@@ -1,0 +1,72 @@
+"""A user edits the service while the operator writes its status (§1.8 `updateStatusWithRetry`):
+the write conflicts, is retried on the newest object, and the edit survives.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+import pytest
+from kubernetes import client as k8s_client
+from noctaya.core.api import LLMServiceStatus
+from noctaya.k8s.reconciler import LLMServiceReconciler
+from noctaya.k8s.status_writer import DesiredStatus, StatusWriter
+from support.custom_resources import CustomResources, Manifest
+from support.manifests import inference_runtime, llmservice
+
+pytestmark = pytest.mark.integration
+
+
+def test_spec_edit_racing_the_status_write_is_kept_and_status_reports_the_generation_it_saw(
+    api_client: k8s_client.ApiClient,
+    resources: CustomResources,
+    namespace: str,
+    runtime_name: str,
+    reconciler: LLMServiceReconciler,
+    monkeypatch: pytest.MonkeyPatch,
+    status_of: Callable[[str, str], Manifest],
+) -> None:
+    resources.create(inference_runtime(runtime_name))
+    created = resources.create(llmservice("racy", {"runtime": {"name": runtime_name}}), namespace)
+    seen = created["metadata"]["generation"]
+    custom = k8s_client.CustomObjectsApi(api_client)
+    computed: list[LLMServiceStatus] = []
+    write = StatusWriter.write
+
+    def write_while_the_user_edits(
+        writer: StatusWriter, ns: str, name: str, desired: DesiredStatus
+    ) -> object:
+        def racing(previous: LLMServiceStatus) -> LLMServiceStatus:
+            if not computed:  # between the writer's read and its write
+                custom.patch_namespaced_custom_object(
+                    "serving.noctaya.io",
+                    "v1alpha1",
+                    ns,
+                    "llmservices",
+                    name,
+                    {"metadata": {"labels": {"team": "search"}}, "spec": {"scaling": {"max": 4}}},
+                )
+            computed.append(desired(previous))
+            return computed[-1]
+
+        return write(writer, ns, name, racing)
+
+    monkeypatch.setattr(StatusWriter, "write", write_while_the_user_edits)
+
+    reconciler.reconcile((namespace, "racy"))
+
+    assert len(computed) == 2, "the conflicting write was retried once on the newest object"
+    live = resources.get("LLMService", "racy", namespace)
+    assert live["spec"]["scaling"]["max"] == 4
+    assert live["metadata"]["labels"] == {"team": "search"}
+    assert live["metadata"]["generation"] == seen + 1
+    status = live["status"]
+    assert status["phase"] == "ScaledToZero"
+    assert {c["observedGeneration"] for c in status["conditions"]} == {seen}
+
+    monkeypatch.undo()
+    reconciler.reconcile((namespace, "racy"))
+
+    conditions = status_of("racy", namespace)["conditions"]
+    assert {c["observedGeneration"] for c in conditions} == {seen + 1}
+    assert resources.get("ScaledObject", "racy", namespace)["spec"]["maxReplicaCount"] == 4
