@@ -11,7 +11,7 @@ from typing import Any
 
 import pytest
 from kubernetes import client as k8s_client
-from noctaya.k8s.runtime import Informer, ResourceKind, ResourceResolver
+from noctaya.k8s.runtime import Informer, InformerTiming, ResourceKind, ResourceResolver
 from noctaya.k8s.runtime.informer import WatchTarget
 from support.envtest import ControlPlane
 
@@ -118,8 +118,10 @@ def core(api_client: k8s_client.ApiClient) -> k8s_client.CoreV1Api:
 def start_informer() -> Iterator[Callable[..., tuple[Informer, Recorder]]]:
     started: list[Informer] = []
 
-    def start(client: k8s_client.ApiClient, target: WatchTarget) -> tuple[Informer, Recorder]:
-        informer = Informer(ResourceResolver(client), target, FAST)
+    def start(
+        client: k8s_client.ApiClient, target: WatchTarget, timing: InformerTiming = FAST
+    ) -> tuple[Informer, Recorder]:
+        informer = Informer(ResourceResolver(client), target, timing)
         recorder = Recorder()
         informer.add_handler(recorder)
         informer.start()
@@ -260,6 +262,19 @@ def test_after_an_api_server_restart_the_expired_watch_relists_and_delivers_what
 
     core.patch_namespaced_config_map("kept", namespace, {"data": {"v": "3"}})
     recorder.wait_for(("update", "kept", {"v": "3"}))  # and the new watch runs
+
+
+def test_a_resync_redelivers_every_cached_object_as_an_update_without_asking_the_server(
+    api_client: k8s_client.ApiClient,
+    core: k8s_client.CoreV1Api,
+    namespace: str,
+    start_informer: Any,
+) -> None:
+    core.create_namespaced_config_map(namespace, config_map("steady", {"v": "1"}))
+    timing = InformerTiming(retry_initial=0.05, retry_max=0.5, resync_period=1.0)
+    informer, recorder = start_informer(api_client, WatchTarget(CONFIG_MAPS, namespace), timing)
+    recorder.wait_for(("update", "steady", {"v": "1"}))
+    assert informer.relists == 1
 
 
 def test_a_kind_the_server_does_not_serve_counts_as_synced_and_empty(

@@ -144,6 +144,7 @@ def test_a_leader_that_cannot_renew_stops_reconciling_within_the_renew_deadline(
     assert leader.manager.reconciling.wait(WAIT)
     # Another replica's write wins (as when this one was cut off and the lease expired there).
     lease = coordination.read_namespaced_lease(LEASE, namespace)
+    assert lease.spec is not None
     lease.spec.holder_identity = "usurper"
     lease.spec.lease_duration_seconds = 60
     coordination.replace_namespaced_lease(LEASE, namespace, lease)

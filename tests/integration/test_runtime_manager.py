@@ -99,7 +99,9 @@ def test_updates_that_keep_the_generation_are_filtered_out_by_the_predicate(
 ) -> None:
     apps = k8s_client.AppsV1Api(api_client)
     for name in ("relabelled", "respecified"):
-        apps.create_namespaced_deployment(namespace, _deployment(name))
+        apps.create_namespaced_deployment(
+            namespace, k8s_client.V1Deployment.model_validate(_deployment(name))
+        )
     manager = Manager(api_client, OPTIONS)
     manager.watch("apps/v1", "Deployment", namespace=namespace, update_predicate=generation_changed)
     reconciles = Reconciles()
@@ -197,7 +199,9 @@ def test_a_kind_without_its_crd_does_not_hold_up_the_others_and_is_watched_once_
     reconciles.wait_for_key((namespace, "early"))
 
     extensions = k8s_client.ApiextensionsV1Api(api_client)
-    extensions.create_custom_resource_definition(_widget_crd(group))
+    extensions.create_custom_resource_definition(
+        k8s_client.V1CustomResourceDefinition.model_validate(_widget_crd(group))
+    )
     try:
         custom = k8s_client.CustomObjectsApi(api_client)
         wait_until(lambda: _served(custom, group, namespace))

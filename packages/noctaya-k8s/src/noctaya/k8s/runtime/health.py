@@ -100,9 +100,7 @@ class HealthServer:
         return bind_server(self._host, self._port, _Handler)
 
 
-def bind_server(
-    host: str, port: int, handler: type[BaseHTTPRequestHandler]
-) -> ThreadingHTTPServer:
+def bind_server(host: str, port: int, handler: type[BaseHTTPRequestHandler]) -> ThreadingHTTPServer:
     """A threading HTTP server on a parsed address (empty host: every interface, both stacks)."""
     if host:
         server_class = _DualStackServer if ":" in host else ThreadingHTTPServer

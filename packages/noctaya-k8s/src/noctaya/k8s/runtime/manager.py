@@ -29,7 +29,6 @@ from dataclasses import dataclass, field
 from types import FrameType
 
 from kubernetes.client import ApiClient
-from kubernetes.dynamic import DynamicClient
 
 from .handlers import EnqueueMapped, Mapper, UpdatePredicate, own_key
 from .health import HealthServer, parse_probe_address
@@ -73,7 +72,9 @@ class Manager:
     def __init__(self, api_client: ApiClient, options: ManagerOptions | None = None) -> None:
         self.options = options or ManagerOptions()
         self.api_client = _client_for_watches(api_client)
-        self._resolver = ResourceResolver(self.api_client)
+        # Discovery for the watches, and for the reconciler's own DynamicClient calls: the
+        # DynamicClient's discovery cache is not thread-safe, the resolver serializes it.
+        self.resolver = ResourceResolver(self.api_client)
         self.queue: WorkQueue[ObjectKey] = WorkQueue(
             ExponentialBackoff(self.options.retry_base_delay, self.options.retry_max_delay)
         )
@@ -88,7 +89,7 @@ class Manager:
         self._elector: LeaderElector | None = None
         if self.options.leader_election is not None:
             self._elector = LeaderElector(
-                self._resolver,
+                self.resolver,
                 self.options.leader_election,
                 on_started_leading=self._on_started_leading,
                 on_lost_leadership=self._on_lost_leadership,
@@ -107,10 +108,6 @@ class Manager:
     def probe_port(self) -> int | None:
         """The port serving /healthz and /readyz while running (useful with a `:0` address)."""
         return None if self._health is None else self._health.port
-
-    def dynamic_client(self) -> DynamicClient:
-        """The shared DynamicClient (built on first use; raises while the server is down)."""
-        return self._resolver.dynamic_client()
 
     def watch(
         self,
@@ -133,14 +130,10 @@ class Manager:
         target = WatchTarget(ResourceKind(api_version, kind), namespace, label_selector)
         informer = self._informers.get(target)
         if informer is None:
-            informer = Informer(self._resolver, target, self.options.informer_timing)
+            informer = Informer(self.resolver, target, self.options.informer_timing)
             self._informers[target] = informer
         informer.add_handler(EnqueueMapped(self.queue, to_keys, update_predicate))
         return informer.store
-
-    def informer(self, api_version: str, kind: str, **target: str | None) -> Informer:
-        """The informer behind an earlier `watch` (same namespace/label_selector keywords)."""
-        return self._informers[WatchTarget(ResourceKind(api_version, kind), **target)]
 
     def stop(self) -> None:
         """Ask `run` to shut down gracefully; safe from signal handlers and other threads."""
@@ -207,6 +200,7 @@ class Manager:
         elector_stop.set()
         if elector_thread is not None:
             elector_thread.join()
+        # A worker stuck past the timeout may still write: then let the Lease expire instead.
         if self._elector is not None and not any(worker.is_alive() for worker in workers):
             self._elector.release()
 
