@@ -55,12 +55,13 @@ def metric(text: str, name: str, labels: Mapping[str, str] | None = None) -> flo
 
 @dataclass
 class Engine:
-    """An in-process engine stub; `ready_at` moves its readiness, `health_probes` counts."""
+    """An in-process engine stub that records what reached it and how many streams it serves."""
 
     stub: EngineStub
     server: asyncio.Server
     url: str
     health_probes: int = 0
+    active_streams: int = 0
     requests: list[Request] = field(default_factory=list)
 
     def make_ready(self) -> None:
@@ -79,7 +80,18 @@ async def start_engine(**settings: Any) -> Engine:
             engine.health_probes += 1
         else:
             engine.requests.append(request)
-        return stub(request, exchange)
+        answer = stub(request, exchange)
+        if answer is None:
+            return None
+        engine.active_streams += 1
+
+        async def tracked(answer: Awaitable[None] = answer) -> None:
+            try:
+                await answer
+            finally:
+                engine.active_streams -= 1
+
+        return tracked()
 
     server = await serve(handler, "127.0.0.1", 0)
     port = server.sockets[0].getsockname()[1]
@@ -182,3 +194,76 @@ def start_command(name: str, env: Mapping[str, str], log: Path, *args: str) -> C
     )
     handle.close()
     return Command(process, log)
+
+
+@dataclass
+class Echo:
+    """A backend that describes the request it got; special paths misbehave on purpose."""
+
+    server: asyncio.Server
+    url: str
+
+
+def _echo(request: Request, exchange: Exchange) -> Awaitable[None] | None:
+    if request.path.endswith("/health"):
+        exchange.respond(200, [], b"")
+    elif request.path.startswith("/drop"):
+        exchange.abort()
+    elif request.path.startswith("/status/"):
+        exchange.respond(int(request.path.rsplit("/", 1)[1]), [(b"x-backend", b"yes")], b"")
+    elif request.path == "/hop-by-hop":
+        exchange.respond(
+            200,
+            [
+                (b"connection", b"x-backend-private"),
+                (b"x-backend-private", b"1"),
+                (b"keep-alive", b"timeout=5"),
+                (b"proxy-authenticate", b"Basic"),
+                (b"x-end-to-end", b"kept"),
+            ],
+            b"ok",
+        )
+    elif request.path == "/die-mid-stream":
+        return _die_mid_stream(exchange)
+    else:
+        description = {
+            "method": request.method,
+            "path": request.path,
+            "query": request.query,
+            "headers": [[k.decode(), v.decode()] for k, v in request.headers.items()],
+            "body_length": len(request.body),
+        }
+        body = json.dumps(description).encode()
+        exchange.respond(200, [(b"content-type", b"application/json")], body)
+    return None
+
+
+async def _die_mid_stream(exchange: Exchange) -> None:
+    exchange.start_stream(200, [(b"content-type", b"text/event-stream")])
+    exchange.write_chunk(b'data: {"partial": true}\n\n')
+    await asyncio.sleep(0.05)
+    exchange.abort()
+
+
+async def start_echo() -> Echo:
+    server = await serve(_echo, "127.0.0.1", 0)
+    return Echo(server, f"http://127.0.0.1:{server.sockets[0].getsockname()[1]}")
+
+
+async def raw_exchange(port: int, request: bytes) -> tuple[bytes, dict[str, str], bytes]:
+    """Send raw bytes, read one Content-Length-framed response: (status line, headers, body)."""
+    reader, writer = await asyncio.open_connection("127.0.0.1", port)
+    try:
+        writer.write(request)
+        await writer.drain()
+        head = await reader.readuntil(b"\r\n\r\n")
+        status, *lines = head.decode("latin-1").split("\r\n")
+        headers = {}
+        for line in lines:
+            if line:
+                name, _, value = line.partition(":")
+                headers[name.strip().lower()] = value.strip()
+        body = await reader.readexactly(int(headers.get("content-length", "0")))
+        return status.encode(), headers, body
+    finally:
+        writer.close()

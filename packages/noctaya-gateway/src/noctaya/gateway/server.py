@@ -96,7 +96,7 @@ class GatewayServer:
         self.app: GatewayApp | None = None
         self.port = 0
         self.scaler: Any = None
-        self.reporter: Any = None
+        self.reporter: asyncio.Task[None] | None = None
         self._session: aiohttp.ClientSession | None = None
         self._stopping = asyncio.Event()
         self._serving: asyncio.Task[None] | None = None
@@ -141,7 +141,14 @@ class GatewayServer:
         )
 
     async def _start_reporter(self) -> None:
-        raise NotImplementedError("reporter wiring lands with noctaya.gateway.reporter")
+        from noctaya.gateway.reporter import AGGREGATOR_URL_ENV, DemandReporter
+
+        url = self.config.demand_aggregator_url
+        assert url is not None
+        environ = {**self._environ, AGGREGATOR_URL_ENV: url}
+        reporter = DemandReporter.from_environ(environ, self.metrics.demand_reports)
+        self.reporter = asyncio.get_running_loop().create_task(reporter.run(self.feed))
+        log.info("Noctaya gateway publishing demand to %s", reporter.endpoint)
 
     async def stop(self) -> None:
         """Drain: stop accepting, finish in-flight work within the budget, then close."""
@@ -150,6 +157,14 @@ class GatewayServer:
             await self._serving
         if self.scaler is not None:
             await self.scaler.stop(SCALER_STOP_GRACE)
+        if self.reporter is not None:
+            self.reporter.cancel()  # the reporter withdraws (reports 0) as it ends
+            try:
+                await self.reporter
+            except asyncio.CancelledError:
+                pass
+            except Exception:
+                log.exception("demand reporter failed")
         if self.app is not None:
             await self.app.close()
         if self._session is not None:

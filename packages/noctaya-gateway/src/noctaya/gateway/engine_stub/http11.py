@@ -36,8 +36,9 @@ class _BadRequest(Exception):
 class Exchange:
     """Write side of one request on a connection."""
 
-    def __init__(self, connection: HttpConnection) -> None:
+    def __init__(self, connection: HttpConnection, head_only: bool = False) -> None:
         self._connection = connection
+        self._head_only = head_only
 
     @property
     def closed(self) -> bool:
@@ -47,7 +48,7 @@ class Exchange:
         head = [b"HTTP/1.1 %d %s\r\n" % (status, _REASONS.get(status, b""))]
         head.extend(b"%s: %s\r\n" % pair for pair in headers)
         head.append(b"content-length: %d\r\n\r\n" % len(body))
-        self._connection.write(b"".join(head) + body)
+        self._connection.write(b"".join(head) + (b"" if self._head_only else body))
 
     def start_stream(self, status: int, headers: list[tuple[bytes, bytes]]) -> None:
         head = [b"HTTP/1.1 %d %s\r\n" % (status, _REASONS.get(status, b""))]
@@ -61,6 +62,10 @@ class Exchange:
 
     def end_stream(self) -> None:
         self._connection.write(b"0\r\n\r\n")
+
+    def abort(self) -> None:
+        """Drop the connection mid-exchange, as a crashing engine would."""
+        self._connection.close()
 
 
 class HttpConnection(asyncio.Protocol):
@@ -87,7 +92,7 @@ class HttpConnection(asyncio.Protocol):
         if not self.closed and self._transport is not None:
             self._transport.write(data)
 
-    def _close(self) -> None:
+    def close(self) -> None:
         if self._transport is not None and not self.closed:
             self._transport.close()
         self.closed = True
@@ -101,23 +106,23 @@ class HttpConnection(asyncio.Protocol):
                 Exchange(self).respond(
                     400, [(b"connection", b"close")], str(error).encode() + b"\n"
                 )
-                self._close()
+                self.close()
                 return
             if request is None:
                 return
-            result = self._handler(request, Exchange(self))
+            result = self._handler(request, Exchange(self, request.method == "HEAD"))
             if result is not None:
                 self._busy = asyncio.get_running_loop().create_task(self._finish(result))
                 return
             if not self._keep_alive:
-                self._close()
+                self.close()
 
     async def _finish(self, answer: Awaitable[None]) -> None:
         with contextlib.suppress(ConnectionError):
             await answer
         self._busy = None
         if not self._keep_alive:
-            self._close()
+            self.close()
         elif self._buffer:
             self._process()
 
