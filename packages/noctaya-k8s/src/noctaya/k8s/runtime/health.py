@@ -78,7 +78,7 @@ class HealthServer:
         return int(self._server.server_address[1])
 
     def start(self) -> None:
-        self._server = self._bind()
+        self._server = bind_server(self._host, self._port, _Handler)
         self._server.daemon_threads = True
         self._thread = threading.Thread(
             target=self._server.serve_forever,
@@ -95,9 +95,6 @@ class HealthServer:
         self._server.shutdown()
         self._server.server_close()
         self._server = None
-
-    def _bind(self) -> ThreadingHTTPServer:
-        return bind_server(self._host, self._port, _Handler)
 
 
 def bind_server(host: str, port: int, handler: type[BaseHTTPRequestHandler]) -> ThreadingHTTPServer:
