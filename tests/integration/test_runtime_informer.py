@@ -7,11 +7,19 @@ import logging
 import socket
 import threading
 from collections.abc import Callable, Iterator
+from pathlib import Path
 from typing import Any
 
 import pytest
 from kubernetes import client as k8s_client
-from noctaya.k8s.runtime import Informer, InformerTiming, ResourceKind, ResourceResolver
+from kubernetes import config as k8s_config
+from noctaya.k8s.runtime import (
+    Informer,
+    InformerTiming,
+    KindNotServed,
+    ResourceKind,
+    ResourceResolver,
+)
 from noctaya.k8s.runtime.informer import WatchTarget
 from support.envtest import ControlPlane
 
@@ -301,3 +309,23 @@ def _client_via(api_client: k8s_client.ApiClient, port: int) -> k8s_client.ApiCl
         setattr(configuration, field, getattr(api_client.configuration, field))
     configuration.host = f"https://127.0.0.1:{port}"
     return k8s_client.ApiClient(configuration)
+
+
+def test_a_kind_found_missing_is_not_looked_up_again_until_its_ttl_passes(
+    kubeconfig: Path,
+) -> None:
+    """Each miss costs a full rediscovery of every API group, so misses are remembered."""
+    now = [0.0]
+    client = k8s_config.new_client_from_config(config_file=str(kubeconfig))
+    resolver = ResourceResolver(client, not_served_ttl=10.0, clock=lambda: now[0])
+    absent = ResourceKind("absent.noctaya.io/v1", "Nothing")
+    with pytest.raises(KindNotServed):
+        resolver.resolve(absent)
+    client.configuration.host = "https://127.0.0.1:1"  # from here on, any request fails
+    now[0] = 9.9
+    with pytest.raises(KindNotServed):
+        resolver.resolve(absent)  # answered from memory
+    now[0] = 10.0
+    with pytest.raises(Exception, match=r"127\.0\.0\.1") as asked:
+        resolver.resolve(absent)
+    assert not isinstance(asked.value, KindNotServed)

@@ -74,7 +74,9 @@ class Manager:
         self.api_client = _client_for_watches(api_client)
         # Discovery for the watches, and for the reconciler's own DynamicClient calls: the
         # DynamicClient's discovery cache is not thread-safe, the resolver serializes it.
-        self.resolver = ResourceResolver(self.api_client)
+        self.resolver = ResourceResolver(
+            self.api_client, not_served_ttl=self.options.informer_timing.absent_kind_retry
+        )
         self.queue: WorkQueue[ObjectKey] = WorkQueue(
             ExponentialBackoff(self.options.retry_base_delay, self.options.retry_max_delay)
         )

@@ -3,13 +3,17 @@
 The DynamicClient is built on first use rather than up front because its constructor already
 talks to the API server, and an operator must start (and keep retrying) while the server is
 unreachable. Discovery mutates shared caches, including a file in the temp directory, so every
-lookup in the process goes through one lock.
+lookup in the process goes through one lock. A miss makes the DynamicClient rediscover every
+API group, so a kind found missing is reported missing without asking again for a while: a
+cluster without KEDA would otherwise pay a full discovery on every reconcile.
 """
 
 from __future__ import annotations
 
 import json
 import threading
+import time
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
@@ -19,6 +23,7 @@ from kubernetes.dynamic import DynamicClient
 from kubernetes.dynamic.exceptions import ResourceNotFoundError
 
 _DISCOVERY_LOCK = threading.Lock()
+NOT_SERVED_TTL = 10.0
 
 
 class KindNotServed(Exception):
@@ -39,9 +44,17 @@ class ResourceKind:
 class ResourceResolver:
     """Discovery for many informers sharing one DynamicClient."""
 
-    def __init__(self, api_client: ApiClient) -> None:
+    def __init__(
+        self,
+        api_client: ApiClient,
+        not_served_ttl: float = NOT_SERVED_TTL,
+        clock: Callable[[], float] = time.monotonic,
+    ) -> None:
         self._api_client = api_client
         self._dynamic: DynamicClient | None = None
+        self._not_served_ttl = not_served_ttl
+        self._clock = clock
+        self._not_served_until: dict[ResourceKind, float] = {}
 
     @property
     def api_client(self) -> ApiClient:
@@ -53,13 +66,20 @@ class ResourceResolver:
             return self._dynamic_locked()
 
     def resolve(self, kind: ResourceKind) -> Any:
-        """The DynamicClient `Resource` for `kind`; raises KindNotServed if the server lacks it."""
+        """The DynamicClient `Resource` for `kind`; raises KindNotServed if the server lacks it.
+
+        After a miss, the same kind is reported missing for `not_served_ttl` seconds unasked.
+        """
+        missing = f"the API server does not serve {kind}"
         with _DISCOVERY_LOCK:
+            if self._clock() < self._not_served_until.get(kind, 0.0):
+                raise KindNotServed(missing)
             dynamic = self._dynamic_locked()
             try:
                 return dynamic.resources.get(api_version=kind.api_version, kind=kind.kind)
-            except ResourceNotFoundError as missing:
-                raise KindNotServed(f"the API server does not serve {kind}") from missing
+            except ResourceNotFoundError as error:
+                self._not_served_until[kind] = self._clock() + self._not_served_ttl
+                raise KindNotServed(missing) from error
 
     def _dynamic_locked(self) -> DynamicClient:
         if self._dynamic is None:
