@@ -1,0 +1,81 @@
+"""Deleting an LLMService leaves no owned object once garbage collection runs (acceptance).
+
+There is no garbage collector here (no controller-manager), so the scenario asserts what the
+collector acts on: every object the operator wrote in the namespace carries a controller
+owner reference to the service's uid with blockOwnerDeletion, and the service itself has no
+finalizer that could keep it (and so its objects) alive.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+
+import pytest
+from kubernetes import client as k8s_client
+from noctaya.k8s.reconciler import LLMServiceReconciler
+from support.custom_resources import CustomResources
+from support.manifests import inference_runtime, llmservice
+
+from .cluster import controller_reference, dynamic
+
+pytestmark = pytest.mark.integration
+
+WRITTEN_KINDS = (
+    ("keda.sh/v1alpha1", "ScaledObject"),
+    ("apps/v1", "Deployment"),
+    ("v1", "Service"),
+    ("policy/v1", "PodDisruptionBudget"),
+    ("v1", "Secret"),
+    ("v1", "PersistentVolumeClaim"),
+    ("batch/v1", "Job"),
+)
+
+
+def everything_in(api_client: k8s_client.ApiClient, namespace: str) -> list[dict[str, Any]]:
+    client = dynamic(api_client)
+    found = []
+    for api_version, kind in WRITTEN_KINDS:
+        resource = client.resources.get(api_version=api_version, kind=kind)
+        found += [item.to_dict() for item in client.get(resource, namespace=namespace).items]
+    return found
+
+
+def test_every_object_written_for_a_service_is_collectable_with_it(
+    api_client: k8s_client.ApiClient,
+    resources: CustomResources,
+    namespace: str,
+    runtime_name: str,
+    make_reconciler: Callable[..., LLMServiceReconciler],
+) -> None:
+    resources.create(inference_runtime(runtime_name))
+    service = resources.create(
+        llmservice("collected", {"runtime": {"name": runtime_name}, "cache": {"prewarm": True}}),
+        namespace,
+    )
+
+    make_reconciler(gateway_replicas=2).reconcile((namespace, "collected"))
+
+    written = everything_in(api_client, namespace)
+    names = sorted(f"{obj['kind']}/{obj['metadata']['name']}" for obj in written)
+    assert names == [
+        "Deployment/collected",
+        "Deployment/collected-gateway",
+        "Deployment/collected-scaler",
+        "Job/collected-prewarm",
+        "PersistentVolumeClaim/collected-cache",
+        "PodDisruptionBudget/collected-gateway",
+        "ScaledObject/collected",
+        "Secret/collected-demand-auth",
+        "Service/collected",
+        "Service/collected-backend",
+        "Service/collected-scaler",
+    ]
+    orphans = [
+        f"{obj['kind']}/{obj['metadata']['name']}"
+        for obj in written
+        if not controller_reference(obj, service) or len(obj["metadata"]["ownerReferences"]) != 1
+    ]
+    assert orphans == []
+    live = resources.get("LLMService", "collected", namespace)
+    assert not live["metadata"].get("finalizers")
