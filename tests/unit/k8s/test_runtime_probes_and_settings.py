@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import socket
 import urllib.error
 import urllib.request
 
@@ -49,6 +50,15 @@ def test_probe_server_answers_ok_on_healthz_and_readyz_and_404_elsewhere() -> No
         assert missing.value.code == 404
     finally:
         server.stop()
+
+
+def test_a_probe_port_already_taken_is_reported_with_the_address() -> None:
+    with socket.socket() as taken:
+        taken.bind(("127.0.0.1", 0))
+        taken.listen()
+        address = f"127.0.0.1:{taken.getsockname()[1]}"
+        with pytest.raises(OSError, match=f'cannot serve health probes on "{address}"'):
+            HealthServer(address).start()
 
 
 def test_leader_election_defaults_are_controller_runtimes() -> None:

@@ -66,6 +66,7 @@ class HealthServer:
         parsed = parse_probe_address(address)
         if parsed is None:
             raise ValueError('the health probe address is disabled ("0"); do not start a server')
+        self._address = address
         self._host, self._port = parsed
         self._server: ThreadingHTTPServer | None = None
         self._thread: threading.Thread | None = None
@@ -78,7 +79,12 @@ class HealthServer:
         return int(self._server.server_address[1])
 
     def start(self) -> None:
-        self._server = bind_server(self._host, self._port, _Handler)
+        try:
+            self._server = bind_server(self._host, self._port, _Handler)
+        except OSError as error:
+            raise OSError(
+                error.errno, f'cannot serve health probes on "{self._address}": {error.strerror}'
+            ) from error
         self._server.daemon_threads = True
         self._thread = threading.Thread(
             target=self._server.serve_forever,

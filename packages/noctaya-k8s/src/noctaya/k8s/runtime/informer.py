@@ -128,11 +128,6 @@ class Informer:
     def wait_synced(self, timeout: float | None = None) -> bool:
         return self._synced.wait(timeout)
 
-    @property
-    def resource_version(self) -> str:
-        """The resourceVersion the next watch resumes from ("" before the first list)."""
-        return self._resource_version
-
     def start(self) -> None:
         if self._thread is not None:
             raise RuntimeError(f"informer for {self.target} already started")
@@ -149,7 +144,7 @@ class Informer:
         if thread is None:
             return
         deadline = time.monotonic() + timeout
-        while thread.is_alive() and time.monotonic() < deadline:
+        while True:
             # Repeated: `Watch.stream` resets its stop flag when it starts, and can only close a
             # connection once the response has arrived.
             with self._lock:
@@ -157,8 +152,11 @@ class Informer:
             if watcher is not None:
                 watcher.stop()
             thread.join(0.05)
-        if thread.is_alive():
-            log.warning("informer for %s did not stop within %.1fs", self.target, timeout)
+            if not thread.is_alive():
+                return
+            if time.monotonic() >= deadline:
+                log.warning("informer for %s did not stop within %.1fs", self.target, timeout)
+                return
 
     def _run(self) -> None:
         delay = self._timing.retry_initial

@@ -24,6 +24,7 @@ import copy
 import logging
 import signal
 import threading
+import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from types import FrameType
@@ -43,6 +44,7 @@ log = logging.getLogger(__name__)
 Reconciler = Callable[[ObjectKey], None]
 """Brings the world in line with the object at `(namespace, name)`; raise to retry with backoff."""
 
+INFORMER_STOP_TIMEOUT = 10.0  # for all of them together
 CONNECTION_POOL_SIZE = 64  # one long-lived connection per watch, plus the workers' requests
 
 
@@ -149,11 +151,11 @@ class Manager:
             raise RuntimeError("a Manager runs once")
         self._started = True
         restore_signals = self._install_signal_handlers() if handle_signals else None
-        self._health = self._start_health_server()
         elector_stop = threading.Event()
         elector_thread: threading.Thread | None = None
         workers: list[threading.Thread] = []
         try:
+            self._health = self._start_health_server()
             for informer in self._informers.values():
                 informer.start()
             if self._elector is not None:
@@ -190,8 +192,9 @@ class Manager:
     ) -> None:
         log.info("shutting down: stopping watches and draining workers")
         self.queue.shut_down()
+        deadline = time.monotonic() + INFORMER_STOP_TIMEOUT
         for informer in self._informers.values():
-            informer.stop()
+            informer.stop(max(0.0, deadline - time.monotonic()))
         for worker in workers:
             worker.join(self.options.shutdown_timeout)
             if worker.is_alive():
