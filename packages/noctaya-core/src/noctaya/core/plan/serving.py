@@ -35,9 +35,19 @@ class ServingPlan:
 
 
 def cache_volume(volume: CacheVolume, *, read_only: bool) -> Volume:
-    """The `model-cache` pod volume for a cache (read-only only matters for a PVC source)."""
+    """The `model-cache` pod volume for a cache; `read_only` also decides its `/cache` mount.
+
+    A hostPath source has no read-only field, but its mount must still be read-only when the
+    cache is (an OCI model is served read-only from any cache).
+    """
     if isinstance(volume, HostPathCache):
-        return Volume(CACHE_VOLUME_NAME, "hostPath", volume.path, host_path_type=volume.type)
+        return Volume(
+            CACHE_VOLUME_NAME,
+            "hostPath",
+            volume.path,
+            read_only=read_only,
+            host_path_type=volume.type,
+        )
     return Volume(CACHE_VOLUME_NAME, "pvc", volume.claim_name, read_only=read_only)
 
 
