@@ -21,7 +21,12 @@ from noctaya.k8s.operator.logging_setup import configure_logging
 from noctaya.k8s.operator.metrics import ControllerMetrics
 from noctaya.k8s.operator.metrics_server import AccessReview, MetricsServer, server_tls
 from noctaya.k8s.reconciler import OperatorSettings
-from noctaya.k8s.runtime import LeaderElectionConfig, LeadershipLost, ManagerOptions
+from noctaya.k8s.runtime import (
+    LeaderElectionConfig,
+    LeadershipLost,
+    ManagerOptions,
+    ResourceResolver,
+)
 
 log = logging.getLogger("noctaya.k8s.operator")
 
@@ -56,7 +61,7 @@ def run(flags: OperatorFlags, api_client: k8s.ApiClient) -> int:
     metrics = ControllerMetrics()
     metrics.observe_manager(manager)
     if leader_election is not None:
-        announce_leadership(manager, manager.api_client, leader_election)
+        announce_leadership(manager, ResourceResolver(manager.api_client), leader_election)
     log.info(
         "starting the operator",
         extra={

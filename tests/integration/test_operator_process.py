@@ -1,0 +1,331 @@
+"""`noctaya-operator` as a process: it serves, reconciles with only its own RBAC, logs JSON,
+stops on SIGTERM, refuses bad flags, hands leadership over, and guards its metrics."""
+
+from __future__ import annotations
+
+import http.client
+import re
+import ssl
+import subprocess
+import time
+from collections.abc import Callable, Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+from kubernetes import client as k8s
+from kubernetes.client.exceptions import ApiException
+from noctaya.k8s.runtime import LEADER_ELECTION_ID
+from scaler.certs import CertificateAuthority
+from support.custom_resources import CustomResources, Manifest
+from support.envtest.processes import free_port
+from support.manifests import inference_runtime, llmservice
+from support.operator_process import (
+    OPERATOR,
+    OperatorProcess,
+    grant,
+    operator_account_kubeconfig,
+    poll,
+    running,
+    service_account_token,
+)
+
+pytestmark = pytest.mark.integration
+
+CONVERGE = 60.0  # seconds; a busy 2-core machine runs other suites meanwhile
+RECONCILED = "Reconciled LLMService"
+
+
+@pytest.fixture
+def operator_kubeconfig(
+    api_client: k8s.ApiClient, kubeconfig: Path, namespace: str, tmp_path: Path
+) -> Iterator[Path]:
+    """A kubeconfig of the operator's ServiceAccount, bound to the generated roles only."""
+    path, cleanup = operator_account_kubeconfig(
+        api_client, kubeconfig, namespace, tmp_path / "operator.kubeconfig"
+    )
+    yield path
+    cleanup()
+
+
+def _serving(resources: CustomResources, runtime_name: str, namespace: str, name: str) -> Manifest:
+    resources.create(llmservice(name, {"runtime": {"name": runtime_name}}), namespace)
+    return llmservice(name)
+
+
+def _stack_ready(
+    api_client: k8s.ApiClient, resources: CustomResources, namespace: str, name: str
+) -> bool:
+    """The service has a status and every object of a one-gateway stack exists."""
+    status = resources.get("LLMService", name, namespace).get("status") or {}
+    if not status.get("phase"):
+        return False
+    apps, core = k8s.AppsV1Api(api_client), k8s.CoreV1Api(api_client)
+    try:
+        apps.read_namespaced_deployment(name, namespace)
+        apps.read_namespaced_deployment(f"{name}-gateway", namespace)
+        for service in (name, f"{name}-backend", f"{name}-scaler"):
+            core.read_namespaced_service(service, namespace)
+        resources.get("ScaledObject", name, namespace)
+    except ApiException as missing:
+        if missing.status == 404:
+            return False
+        raise
+    return True
+
+
+def _metric(body: str, name: str, labels: str) -> float:
+    match = re.search(rf"^{re.escape(name)}{{{re.escape(labels)}}} (\S+)$", body, re.M)
+    assert match, f"{name}{{{labels}}} not in metrics:\n{body[:2000]}"
+    return float(match.group(1))
+
+
+def _get(port: int, path: str, context: ssl.SSLContext | None = None, token: str = "") -> Any:
+    connection = (
+        http.client.HTTPSConnection("127.0.0.1", port, context=context, timeout=10)
+        if context
+        else http.client.HTTPConnection("127.0.0.1", port, timeout=10)
+    )
+    headers = {"Authorization": f"Bearer {token}"} if token else {}
+    try:
+        connection.request("GET", path, headers=headers)
+        response = connection.getresponse()
+        return response.status, response.read().decode()
+    finally:
+        connection.close()
+
+
+def test_operator_with_only_its_rbac_reconciles_a_service_then_stops_cleanly_on_sigterm(
+    api_client: k8s.ApiClient,
+    resources: CustomResources,
+    namespace: str,
+    runtime_name: str,
+    operator_kubeconfig: Path,
+    tmp_path: Path,
+) -> None:
+    metrics_port = free_port()
+    operator = OperatorProcess(
+        operator_kubeconfig,
+        tmp_path / "operator.log",
+        f"--metrics-bind-address=127.0.0.1:{metrics_port}",
+        "--metrics-secure=false",
+        "--gateway-image=registry.example/noctaya-gateway:e2e",
+    )
+    with running(operator):
+        operator.wait_ready()
+        resources.create(inference_runtime(runtime_name))
+        _serving(resources, runtime_name, namespace, "qwen")
+
+        poll(
+            lambda: _stack_ready(api_client, resources, namespace, "qwen"),
+            CONVERGE,
+            "the service's objects and status",
+        )
+        gateway = k8s.AppsV1Api(api_client).read_namespaced_deployment("qwen-gateway", namespace)
+        assert gateway.spec.template.spec.containers[0].image == (
+            "registry.example/noctaya-gateway:e2e"
+        )
+        status, body = _get(metrics_port, "/metrics")
+        assert status == 200
+        labels = 'controller="llmservice",result="success"'
+        assert _metric(body, "controller_runtime_reconcile_total", labels) >= 1
+        assert _metric(body, "workqueue_depth", 'name="llmservice"') >= 0
+
+        code, seconds = operator.terminate()
+
+    assert code == 0, operator.log_text()
+    assert seconds < 10
+    entries = operator.log_entries()
+    assert all({"level", "ts", "logger", "msg"} <= entry.keys() for entry in entries)
+    reconciled = [e for e in entries if e["msg"] == RECONCILED and e.get("llmservice")]
+    assert f"{namespace}/qwen" in {e["llmservice"] for e in reconciled}
+    assert not [e for e in entries if e["level"] == "error"], operator.log_text()
+    assert [e["msg"] for e in entries][-1] == "stopped"
+
+
+def test_zero_gateway_replicas_exit_1_with_the_reference_message(tmp_path: Path) -> None:
+    result = subprocess.run(
+        [str(OPERATOR), "--gateway-replicas=0", f"--kubeconfig={tmp_path / 'unused'}"],
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert result.returncode == 1
+    assert "gateway replicas must be at least 1" in result.stderr
+
+
+def test_an_unusable_kubeconfig_exits_1_naming_the_problem(tmp_path: Path) -> None:
+    result = subprocess.run(
+        [str(OPERATOR), f"--kubeconfig={tmp_path / 'absent'}", "--zap-devel=false"],
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert result.returncode == 1
+    assert "invalid Kubernetes client configuration" in result.stderr
+    assert "Traceback" not in result.stderr
+
+
+def _lease_holder(api_client: k8s.ApiClient, namespace: str) -> str:
+    try:
+        lease = k8s.CoordinationV1Api(api_client).read_namespaced_lease(
+            LEADER_ELECTION_ID, namespace
+        )
+    except ApiException as error:
+        if error.status == 404:
+            return ""
+        raise
+    return str(lease.spec.holder_identity or "")
+
+
+def _identity(operator: OperatorProcess) -> str:
+    prefix = "waiting for leadership as "
+    return str(
+        poll(
+            lambda: next(
+                (m[len(prefix) :] for m in operator.messages() if m.startswith(prefix)), ""
+            ),
+            CONVERGE,
+            "the candidate's identity in its log",
+        )
+    )
+
+
+def test_leader_election_one_process_reconciles_and_a_sigterm_hands_over_at_once(
+    api_client: k8s.ApiClient,
+    resources: CustomResources,
+    namespace: str,
+    runtime_name: str,
+    operator_kubeconfig: Path,
+    tmp_path: Path,
+) -> None:
+    first, second = (
+        OperatorProcess(
+            operator_kubeconfig,
+            tmp_path / f"operator-{n}.log",
+            "--leader-elect=true",
+            namespace=namespace,
+        )
+        for n in (1, 2)
+    )
+    with running(first, second):
+        first.wait_ready()
+        second.wait_ready()
+        by_identity = {_identity(first): first, _identity(second): second}
+        holder = poll(
+            lambda: _lease_holder(api_client, namespace), CONVERGE, "a leader in the Lease"
+        )
+        leader = by_identity[holder]
+        standby = second if leader is first else first
+        resources.create(inference_runtime(runtime_name))
+        _serving(resources, runtime_name, namespace, "before")
+        poll(
+            lambda: _stack_ready(api_client, resources, namespace, "before"),
+            CONVERGE,
+            "the leader to reconcile",
+        )
+        assert RECONCILED not in standby.messages()
+        assert _lease_holder(api_client, namespace) == holder
+
+        code, _ = leader.terminate()
+        released = time.monotonic()
+        new_holder = poll(
+            lambda: (h := _lease_holder(api_client, namespace)) not in ("", holder) and h,
+            CONVERGE,
+            "the standby to take the Lease",
+        )
+        takeover = time.monotonic() - released
+        _serving(resources, runtime_name, namespace, "after")
+        poll(
+            lambda: _stack_ready(api_client, resources, namespace, "after"),
+            CONVERGE,
+            "the new leader to reconcile",
+        )
+
+    assert code == 0, leader.log_text()
+    assert by_identity[new_holder] is standby
+    assert takeover < 12, f"took {takeover:.1f}s: the Lease was not released on SIGTERM"
+    assert f"{holder} released lease {namespace}/{LEADER_ELECTION_ID}" in leader.messages()
+    events = k8s.CoreV1Api(api_client).list_namespaced_event(namespace).items
+    became = {e.message for e in events if e.reason == "LeaderElection"}
+    assert {f"{holder} became leader", f"{new_holder} became leader"} <= became
+
+
+@pytest.fixture
+def metrics_certificate(tmp_path: Path) -> tuple[Path, ssl.SSLContext]:
+    """A serving certificate directory for the operator, and a client context trusting it."""
+    authority = CertificateAuthority("metrics-ca")
+    directory = tmp_path / "metrics-certs"
+    directory.mkdir()
+    identity = authority.issue("localhost", dns=("localhost",), server=True)
+    (directory / "tls.crt").write_bytes(identity.cert_pem)
+    (directory / "tls.key").write_bytes(identity.key_pem)
+    context = ssl.create_default_context(cadata=authority.cert_pem.decode())
+    context.check_hostname = False  # issued for localhost; the test dials 127.0.0.1
+    return directory, context
+
+
+def _scraper(
+    api_client: k8s.ApiClient, namespace: str, name: str, reader_role: str | None
+) -> tuple[str, Callable[[], None]]:
+    """A ServiceAccount token, optionally bound to the metrics-reader ClusterRole."""
+    objects: list[dict[str, Any]] = [
+        {"kind": "ServiceAccount", "metadata": {"name": name, "namespace": namespace}}
+    ]
+    if reader_role:
+        objects.append(
+            {
+                "kind": "ClusterRoleBinding",
+                "metadata": {"name": f"{namespace}-{name}"},
+                "roleRef": {
+                    "apiGroup": "rbac.authorization.k8s.io",
+                    "kind": "ClusterRole",
+                    "name": reader_role,
+                },
+                "subjects": [{"kind": "ServiceAccount", "name": name, "namespace": namespace}],
+            }
+        )
+    cleanup = grant(api_client, objects)
+    return service_account_token(api_client, namespace, name), cleanup
+
+
+def test_secure_metrics_answer_only_scrapers_the_api_server_allows(
+    api_client: k8s.ApiClient,
+    namespace: str,
+    operator_kubeconfig: Path,
+    metrics_certificate: tuple[Path, ssl.SSLContext],
+    tmp_path: Path,
+) -> None:
+    cert_dir, client_tls = metrics_certificate
+    reader, unbind_reader = _scraper(
+        api_client, namespace, "prometheus", f"noctaya-metrics-reader-{namespace}"
+    )
+    stranger, unbind_stranger = _scraper(api_client, namespace, "stranger", None)
+    metrics_port = free_port()
+    operator = OperatorProcess(
+        operator_kubeconfig,
+        tmp_path / "operator.log",
+        f"--metrics-bind-address=127.0.0.1:{metrics_port}",
+        f"--metrics-cert-path={cert_dir}",
+    )
+    try:
+        with running(operator):
+            operator.wait_ready()
+            anonymous = _get(metrics_port, "/metrics", client_tls)
+            refused = _get(metrics_port, "/metrics", client_tls, stranger)
+            bogus = _get(metrics_port, "/metrics", client_tls, "not-a-token")
+            allowed = poll(
+                lambda: (r := _get(metrics_port, "/metrics", client_tls, reader))[0] == 200 and r,
+                CONVERGE,
+                "the reader's scrape to be allowed",
+            )
+            code, _ = operator.terminate()
+    finally:
+        unbind_reader()
+        unbind_stranger()
+
+    assert anonymous == (401, "Unauthorized\n")
+    assert bogus == (401, "Unauthorized\n")
+    assert refused == (403, "Forbidden\n")
+    assert "controller_runtime_reconcile_total" in allowed[1]
+    assert code == 0
