@@ -79,6 +79,28 @@ def read(api_client: k8s_client.ApiClient, api_version: str, kind: str, ns: str,
         return None
 
 
+WRITTEN_KINDS = (
+    ("keda.sh/v1alpha1", "ScaledObject"),
+    ("apps/v1", "Deployment"),
+    ("v1", "Service"),
+    ("policy/v1", "PodDisruptionBudget"),
+    ("v1", "Secret"),
+    ("v1", "PersistentVolumeClaim"),
+    ("batch/v1", "Job"),
+)
+"""Every kind the operator writes in a service's namespace."""
+
+
+def everything_in(api_client: k8s_client.ApiClient, namespace: str) -> list[Manifest]:
+    """Every object of the kinds the operator writes, in the namespace, as wire dicts."""
+    client = dynamic(api_client)
+    found = []
+    for api_version, kind in WRITTEN_KINDS:
+        resource = client.resources.get(api_version=api_version, kind=kind)
+        found += [item.to_dict() for item in client.get(resource, namespace=namespace).items]
+    return found
+
+
 def events(api_client: k8s_client.ApiClient, namespace: str) -> list[Manifest]:
     """events.k8s.io/v1 Events of the namespace, as (type, reason, action, note, regarding)."""
     listed = k8s_client.EventsV1Api(api_client).list_namespaced_event(namespace)

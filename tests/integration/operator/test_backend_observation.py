@@ -228,15 +228,30 @@ def test_ready_pod_serves_while_a_second_pod_crash_loops_degraded(backend: Backe
     assert conditions["Degraded"] == ("True", reason, message(reason, "chat-7d9f-zzzzz"))
 
 
-def test_finished_foreign_and_prewarm_pods_say_nothing_about_the_backend(
+def test_progress_deadline_of_a_deployment_scaled_to_zero_is_history(backend: Backend) -> None:
+    backend.deployment(replicas=0, conditions=PROGRESS_DEADLINE)
+
+    status = backend.reconcile()
+
+    assert status["phase"] == "ScaledToZero"
+    assert condition_values(status)["Degraded"][:2] == ("False", "Inactive")
+
+
+def test_finished_terminating_foreign_and_prewarm_pods_say_nothing_about_the_backend(
     backend: Backend, api_client: k8s_client.ApiClient
 ) -> None:
     backend.pod(serving_status(phase="Failed", waiting="ErrImagePull"), name="chat-finished")
+    core = k8s_client.CoreV1Api(api_client)
+    backend.pod(serving_status(waiting="CrashLoopBackOff", restarts=9), name="chat-leaving")
+    core.patch_namespaced_pod(
+        "chat-leaving", backend.namespace, {"metadata": {"finalizers": ["example.com/hold"]}}
+    )
+    core.delete_namespaced_pod("chat-leaving", backend.namespace)
     other_runtime = "chat-other-runtime"
     backend_pod(api_client, backend.namespace, SVC, "another-runtime", other_runtime)
     pull_failure = serving_status(waiting="ErrImagePull")
     set_pod_status(api_client, backend.namespace, other_runtime, pull_failure)
-    prewarm = k8s_client.CoreV1Api(api_client).create_namespaced_pod(
+    prewarm = core.create_namespaced_pod(
         backend.namespace,
         {
             "metadata": {

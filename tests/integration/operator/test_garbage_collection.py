@@ -9,7 +9,6 @@ finalizer that could keep it (and so its objects) alive.
 from __future__ import annotations
 
 from collections.abc import Callable
-from typing import Any
 
 import pytest
 from kubernetes import client as k8s_client
@@ -17,28 +16,9 @@ from noctaya.k8s.reconciler import LLMServiceReconciler
 from support.custom_resources import CustomResources
 from support.manifests import inference_runtime, llmservice
 
-from .cluster import controller_reference, dynamic
+from .cluster import controller_reference, everything_in
 
 pytestmark = pytest.mark.integration
-
-WRITTEN_KINDS = (
-    ("keda.sh/v1alpha1", "ScaledObject"),
-    ("apps/v1", "Deployment"),
-    ("v1", "Service"),
-    ("policy/v1", "PodDisruptionBudget"),
-    ("v1", "Secret"),
-    ("v1", "PersistentVolumeClaim"),
-    ("batch/v1", "Job"),
-)
-
-
-def everything_in(api_client: k8s_client.ApiClient, namespace: str) -> list[dict[str, Any]]:
-    client = dynamic(api_client)
-    found = []
-    for api_version, kind in WRITTEN_KINDS:
-        resource = client.resources.get(api_version=api_version, kind=kind)
-        found += [item.to_dict() for item in client.get(resource, namespace=namespace).items]
-    return found
 
 
 def test_every_object_written_for_a_service_is_collectable_with_it(

@@ -14,7 +14,7 @@ from noctaya.k8s.reconciler import LLMServiceReconciler
 from support.custom_resources import CustomResources, Manifest
 from support.manifests import inference_runtime, llmservice
 
-from .cluster import controller_reference, read
+from .cluster import controller_reference, everything_in, read
 from .conftest import GATEWAY_IMAGE
 
 pytestmark = pytest.mark.integration
@@ -474,20 +474,32 @@ def test_several_gateways_add_a_budget_an_aggregate_scaler_and_a_demand_token(
     assert len(base64.urlsafe_b64decode(token + "=")) == 32
 
 
-def test_unchanged_service_reconciles_without_writing(
+def test_reconciling_an_unchanged_service_again_writes_nothing(
+    api_client: k8s_client.ApiClient,
     resources: CustomResources,
     namespace: str,
     runtime_name: str,
-    reconciler: LLMServiceReconciler,
+    make_reconciler: Callable[..., LLMServiceReconciler],
 ) -> None:
     resources.create(inference_runtime(runtime_name))
-    resources.create(llmservice("idle", {"runtime": {"name": runtime_name}}), namespace)
-    reconciler.reconcile((namespace, "idle"))
-    before = resources.get("LLMService", "idle", namespace)["metadata"]["resourceVersion"]
-    scaled_before = resources.get("ScaledObject", "idle", namespace)["metadata"]["resourceVersion"]
+    changes = {"runtime": {"name": runtime_name}, "cache": {"prewarm": True}}
+    resources.create(llmservice("idle", changes), namespace)
+    several = make_reconciler(gateway_replicas=2)
+    several.reconcile((namespace, "idle"))
 
-    reconciler.reconcile((namespace, "idle"))
+    def versions() -> dict[str, str]:
+        objects = [
+            *everything_in(api_client, namespace),
+            resources.get("LLMService", "idle", namespace),
+        ]
+        return {
+            f"{o['kind']}/{o['metadata']['name']}": o["metadata"]["resourceVersion"]
+            for o in objects
+        }
 
-    assert resources.get("LLMService", "idle", namespace)["metadata"]["resourceVersion"] == before
-    scaled_after = resources.get("ScaledObject", "idle", namespace)["metadata"]["resourceVersion"]
-    assert scaled_after == scaled_before
+    before = versions()
+    several.reconcile((namespace, "idle"))
+    make_reconciler(gateway_replicas=2).reconcile((namespace, "idle"))
+
+    assert len(before) == 12
+    assert versions() == before
