@@ -10,13 +10,13 @@ from collections.abc import AsyncIterator
 
 import aiohttp
 import pytest
+from gateway.support import eventually
 from noctaya.gateway.aggregator.aggregate import MEMBER_TTL_SECONDS, SWEEP_PERIOD_SECONDS
 from noctaya.gateway.aggregator.server import AggregatorServer
 
 from .conftest import AggregatorFactory
 from .keda import Keda
 from .reports import Reporter, report
-from .waits import eventually
 
 TTL = 0.6
 

@@ -11,11 +11,11 @@ from pathlib import Path
 
 import aiohttp
 import pytest
+from gateway.support import eventually
 from noctaya.gateway.aggregator.server import AggregatorServer
 
 from .conftest import TOKEN, AggregatorFactory
 from .reports import Reporter, report, set_token, snapshot
-from .waits import eventually
 
 INVALID = "invalid demand report\n"
 

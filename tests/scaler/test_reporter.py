@@ -12,6 +12,7 @@ from collections.abc import AsyncIterator
 from pathlib import Path
 
 import pytest
+from gateway.support import eventually
 from noctaya.gateway.aggregator.http_server import HTTPServer, Request, Response
 from noctaya.gateway.demand_feed import DemandFeed
 from noctaya.gateway.reporter import DemandReporter
@@ -20,7 +21,6 @@ from prometheus_client import CollectorRegistry, Counter
 from .conftest import TOKEN, AggregatorFactory
 from .keda import Keda
 from .reports import set_token
-from .waits import eventually
 
 
 class Recorder:

@@ -6,11 +6,11 @@ import asyncio
 
 import grpc
 import pytest
+from gateway.support import eventually
 from noctaya.gateway.scaler._proto import externalscaler_pb2 as pb
 
 from .conftest import Scaler
 from .keda import Keda, ref
-from .waits import eventually
 
 
 async def test_is_active_and_metrics_follow_the_demand(scaler: Scaler, keda: Keda) -> None:
