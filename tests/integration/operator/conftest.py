@@ -97,15 +97,20 @@ def start_controller(
     started: list[RunningController] = []
 
     def start(
-        *, gateway_replicas: int = 1, leader_election: LeaderElectionConfig | None = None
+        *,
+        gateway_replicas: int = 1,
+        leader_election: LeaderElectionConfig | None = None,
+        retry_delay: float = 0.05,
     ) -> RunningController:
+        """`retry_delay` is the first backoff after a failed reconcile; make it long to show
+        that a watch, not a retry, brought a service back."""
         options = ManagerOptions(
             workers=2,
             leader_election=leader_election,
             health_probe_address="0",
             informer_timing=FAST_INFORMERS,
-            retry_base_delay=0.05,
-            retry_max_delay=1.0,
+            retry_base_delay=retry_delay,
+            retry_max_delay=max(1.0, retry_delay),
             shutdown_timeout=WAIT,
         )
         settings = OperatorSettings(gateway_image=GATEWAY_IMAGE, gateway_replicas=gateway_replicas)

@@ -80,6 +80,62 @@ def test_runtime_edit_re_renders_every_service_that_pins_it_or_selects_its_vendo
         )
 
 
+def degraded_by(resources: CustomResources, namespace: str, name: str) -> str | None:
+    status = reconciled(resources, namespace, name) or {}
+    degraded = condition_values(status).get("Degraded")
+    return degraded[1] if degraded and degraded[0] == "True" else None
+
+
+def test_runtime_created_after_its_service_brings_the_service_up(
+    resources: CustomResources,
+    namespace: str,
+    runtime_name: str,
+    start_controller: StartController,
+) -> None:
+    resources.create(llmservice("early", {"runtime": {"name": runtime_name}}), namespace)
+    start_controller(retry_delay=300.0).wait_reconciling()  # no retry can explain recovery
+    eventually(
+        lambda: degraded_by(resources, namespace, "early") == "RuntimeResolution",
+        "the service to report its missing runtime",
+    )
+
+    resources.create(inference_runtime(runtime_name))
+
+    status = eventually(
+        lambda: (
+            degraded_by(resources, namespace, "early") is None
+            and reconciled(resources, namespace, "early")
+        ),
+        "the runtime's creation to reconcile the service",
+    )
+    assert status["resolvedRuntime"] == runtime_name
+    assert status["phase"] == "ScaledToZero"
+
+
+def test_deleted_runtime_degrades_the_services_that_pin_it(
+    resources: CustomResources,
+    namespace: str,
+    runtime_name: str,
+    start_controller: StartController,
+) -> None:
+    resources.create(inference_runtime(runtime_name))
+    resources.create(llmservice("bereft", {"runtime": {"name": runtime_name}}), namespace)
+    start_controller().wait_reconciling()
+    eventually(lambda: reconciled(resources, namespace, "bereft"), "a first status")
+
+    resources.delete("InferenceRuntime", runtime_name)
+
+    eventually(
+        lambda: degraded_by(resources, namespace, "bereft") == "RuntimeResolution",
+        "the runtime's deletion to degrade the service",
+    )
+    message = condition_values(reconciled(resources, namespace, "bereft"))["Degraded"][2]
+    assert message == (
+        f'get InferenceRuntime "{runtime_name}": '
+        f'inferenceruntimes.serving.noctaya.io "{runtime_name}" not found'
+    )
+
+
 def test_backend_pod_change_wakes_its_service(
     api_client: k8s_client.ApiClient,
     resources: CustomResources,
@@ -95,11 +151,10 @@ def test_backend_pod_change_wakes_its_service(
     pod = backend_pod(api_client, namespace, "watched", runtime_name, "watched-abc")
     set_pod_status(api_client, namespace, pod, serving_status(waiting="ErrImagePull"))
 
-    def degraded() -> Any:
-        status = reconciled(resources, namespace, "watched") or {}
-        return condition_values(status).get("Degraded", (None, None))[1] == "ImagePullFailed"
-
-    eventually(degraded, "the pod's image pull failure to reach the service status")
+    eventually(
+        lambda: degraded_by(resources, namespace, "watched") == "ImagePullFailed",
+        "the pod's image pull failure to reach the service status",
+    )
 
 
 def test_deleted_owned_object_is_restored(
