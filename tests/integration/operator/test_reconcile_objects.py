@@ -105,6 +105,10 @@ def pinned_runtime(resources: CustomResources, runtime_name: str) -> str:
                     "env": [
                         {"name": "VLLM_LOGGING_LEVEL", "value": "INFO"},
                         {"name": "SERVED_IN", "value": "{{ .Service.Namespace }}"},
+                        {
+                            "name": "HF_TOKEN",
+                            "valueFrom": {"secretKeyRef": {"name": "hf", "key": "token"}},
+                        },
                     ],
                 },
                 "lifecycle": {"preStopDrain": True},
@@ -209,6 +213,7 @@ def test_single_gateway_service_renders_every_object_of_the_reference_owned_by_t
     assert serving["env"] == [
         env("VLLM_LOGGING_LEVEL", "INFO"),
         env("SERVED_IN", namespace),
+        {"name": "HF_TOKEN", "valueFrom": {"secretKeyRef": {"name": "hf", "key": "token"}}},
         env("VLLM_USE_MODELSCOPE", "true"),
         env("HF_HOME", "/cache/hf"),
         env("MODELSCOPE_CACHE", "/cache/modelscope"),
