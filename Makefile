@@ -4,7 +4,7 @@ UV_VERSION := 0.13.8
 export UV_PYTHON_DOWNLOADS := never
 UV := $(shell command -v uv 2>/dev/null || echo .tools/bin/uv)
 
-.PHONY: test sync control-plane lint crds
+.PHONY: test sync control-plane lint crds demo
 
 $(UV):
 	python3 -m venv .tools && .tools/bin/pip install -q uv==$(UV_VERSION)
@@ -21,6 +21,9 @@ lint: sync
 
 test: sync control-plane lint
 	.venv/bin/pytest
+
+demo: sync
+	.venv/bin/python -m noctaya.gateway.local.demo examples/local/engine-stub.yaml
 
 crds: sync
 	.venv/bin/noctaya crds --output config/crd/bases

@@ -17,7 +17,7 @@ SCALE_DOWN_PENDING = "demand inactive: scaling the engine to 0 in %ds unless dem
 SCALE_DOWN = "no demand for %ds: scaling the engine to 0"
 STOPPED = "stopped"
 
-SERVING_RE = re.compile(r'serving LLMService "[^"]*" at (?P<url>\S+) ')
+SERVING_RE = re.compile(r'serving LLMService "(?P<name>[^"]*)" at (?P<url>\S+) ')
 ENGINE_STARTED_RE = re.compile(r"engine started \(pid (?P<pid>\d+)\)")
 ENGINE_STOPPED_RE = re.compile(r"engine stopped \(pid (?P<pid>\d+), ")
 SCALE_DOWN_PENDING_RE = re.compile(r"demand inactive: scaling the engine to 0 in (?P<s>\d+)s")
