@@ -38,6 +38,10 @@ from noctaya.gateway.responses import (
     sse_error_frame,
 )
 
+WHOLE_BODY_BELOW = 64 * 1024
+"""Bodies up to this size are read before forwarding (sent with a known length, cheaply);
+larger ones stream through."""
+
 
 class GatewayApp:
     """One gateway: build it on the running loop, serve it, then `await close()`."""
@@ -74,8 +78,16 @@ class GatewayApp:
 
     async def __call__(self, scope: dict[str, Any], receive: Receive, send: Send) -> None:
         kind = scope["type"]
-        if kind == "http":
-            path = scope["path"]
+        if kind == "lifespan":
+            await _lifespan(receive, send)
+            return
+        if kind != "http":
+            return
+        channel = ClientChannel(receive, self.config.max_request_body)
+        if scope["http_version"][0] == "1":
+            send = channel.guard(send)
+        path = scope["path"]
+        try:
             if path == "/healthz":
                 await send_body(send, 200, b"", b"")
             elif path == "/noctaya/queue":
@@ -83,12 +95,12 @@ class GatewayApp:
             elif path == "/metrics":
                 await send_body(send, 200, CONTENT_TYPE.encode(), self.metrics.render())
             else:
-                await self._serve(scope, receive, send, is_openai_path(path))
-        elif kind == "lifespan":
-            await _lifespan(receive, send)
+                await self._admit(scope, channel, send, is_openai_path(path))
+        finally:
+            channel.finish()
 
-    async def _serve(
-        self, scope: dict[str, Any], receive: Receive, send: Send, openai: bool
+    async def _admit(
+        self, scope: dict[str, Any], channel: ClientChannel, send: Send, openai: bool
     ) -> None:
         if self._auth is not None and not await self._authorized(scope, send, openai):
             return
@@ -98,14 +110,12 @@ class GatewayApp:
         if not self.demand.try_admit():
             await self._error(send, QUEUE_FULL, openai, reason="queue_full")
             return
-        channel = ClientChannel(receive, self.config.max_request_body)
         try:
             if self.readiness.cached_ready() or await self.readiness.ready():
                 await self._warm(scope, channel, send, openai)
             else:
                 await self._cold.handle(scope, channel, send, openai)
         finally:
-            channel.finish()
             self.demand.release()
 
     async def _authorized(self, scope: dict[str, Any], send: Send, openai: bool) -> bool:
@@ -124,7 +134,7 @@ class GatewayApp:
         self, scope: dict[str, Any], channel: ClientChannel, send: Send, openai: bool
     ) -> None:
         try:
-            first = await channel.next_chunk()
+            prefix = await channel.read_prefix(WHOLE_BODY_BELOW)
         except BodyTooLarge:
             await self._error(send, BODY_TOO_LARGE, openai)
             return
@@ -132,10 +142,10 @@ class GatewayApp:
             return
         body: bytes | AsyncIterable[bytes]
         if channel.body_complete:
-            body = first
+            body = prefix
             channel.watch()
         else:
-            body = channel.stream(first)
+            body = channel.stream(prefix)
         await self._forward(scope, channel, body, send, openai, False)
 
     async def _forward(

@@ -8,7 +8,10 @@ import asyncio
 import contextlib
 from collections.abc import AsyncIterator
 
-from noctaya.gateway.responses import Receive
+from noctaya.gateway.responses import Message, Receive, Send
+
+DRAIN_LIMIT = 1024 * 1024
+DRAIN_SECONDS = 1.0
 
 
 class ClientGone(Exception):
@@ -31,38 +34,91 @@ class ClientChannel:
         self._watcher: asyncio.Task[None] | None = None
         self._cancel_target: asyncio.Task[object] | None = None
         self._finished = False
+        self._reading = False  # a task is waiting in receive() for the next body message
+        self._read_done: asyncio.Event | None = None
 
-    async def next_chunk(self) -> bytes:
-        """The next piece of the request body; raises ClientGone or BodyTooLarge."""
-        message = await self._receive()
+    async def _take(self) -> bytes:
+        self._reading = True
+        try:
+            message = await self._receive()
+        finally:
+            self._reading = False
+            if self._read_done is not None:
+                self._read_done.set()
         if message["type"] == "http.disconnect":
             self.disconnected = True
             self.failure = ClientGone()
             raise self.failure
         body: bytes = message.get("body", b"")
         self._received += len(body)
-        if self._received > self._limit:
-            self.failure = BodyTooLarge()
-            raise self.failure
         if not message.get("more_body", False):
             self.body_complete = True
         return body
 
-    async def read_all(self, prefix: bytes = b"") -> bytes:
-        chunks = [prefix]
-        while not self.body_complete:
-            chunks.append(await self.next_chunk())
+    async def next_chunk(self) -> bytes:
+        """The next piece of the request body; raises ClientGone or BodyTooLarge."""
+        body = await self._take()
+        if self._received > self._limit:
+            self.failure = BodyTooLarge()
+            raise self.failure
+        return body
+
+    async def read_prefix(self, size: int) -> bytes:
+        """At least `size` bytes of the body, or all of it if shorter. Small bodies are then
+        forwarded whole, with their length known, which costs far less than streaming."""
+        chunks: list[bytes] = []
+        read = 0
+        while not self.body_complete and read < size:
+            chunk = await self.next_chunk()
+            chunks.append(chunk)
+            read += len(chunk)
         return b"".join(chunks)
 
-    async def stream(self, first: bytes) -> AsyncIterator[bytes]:
-        """`first`, then the rest of the body as it arrives; starts the watch once it is read."""
-        if first:
-            yield first
+    async def read_all(self) -> bytes:
+        return await self.read_prefix(self._limit + 1)
+
+    async def stream(self, prefix: bytes) -> AsyncIterator[bytes]:
+        """`prefix`, then the rest of the body as it arrives; starts the watch once it is read."""
+        if prefix:
+            yield prefix
         while not self.body_complete:
             chunk = await self.next_chunk()
             if chunk:
                 yield chunk
         self.watch()
+
+    def guard(self, send: Send) -> Send:
+        """For HTTP/1.1: `send`, except that the last message of a response waits until the
+        request body has been read (or `drain` gave up on it). Hypercorn can reuse a connection
+        only once the request was read whole, so a response that did not need the body (a
+        refusal, an early backend answer) discards the rest first and keeps the connection.
+        """
+
+        async def guarded(message: Message) -> None:
+            if (
+                not self.body_complete
+                and message["type"] == "http.response.body"
+                and not message.get("more_body", False)
+            ):
+                await self.drain(DRAIN_LIMIT, DRAIN_SECONDS)
+            await send(message)
+
+        return guarded
+
+    async def drain(self, limit: int, seconds: float) -> None:
+        """Discard what is left of the request body, up to `limit` bytes and `seconds`."""
+        if self.body_complete or self.disconnected:
+            return
+        with contextlib.suppress(TimeoutError, ClientGone):
+            async with asyncio.timeout(seconds):
+                end = self._received + limit
+                while not self.body_complete and self._received <= end and not self.disconnected:
+                    if self._reading:
+                        # The body stream still feeds the backend: let it read, never race it.
+                        self._read_done = asyncio.Event()
+                        await self._read_done.wait()
+                    else:
+                        await self._take()
 
     def watch(self) -> None:
         """Start watching for a disconnect; only once the body has been read."""

@@ -17,6 +17,7 @@ from typing import Any
 import aiohttp
 from hypercorn.asyncio import serve
 from hypercorn.config import Config as HypercornConfig
+from noctaya.gateway import h2_late_data
 from noctaya.gateway.addresses import parse_listen_addr, with_port
 from noctaya.gateway.app import GatewayApp
 from noctaya.gateway.config import GatewayConfig
@@ -103,6 +104,7 @@ class GatewayServer:
 
     async def start(self) -> None:
         """Serve HTTP, then the scaler or reporter; on a startup error undo what began."""
+        h2_late_data.install()
         sock = listen_socket(self.config.listen_addr)
         self.port = sock.getsockname()[1]
         self._session = create_session()
