@@ -181,6 +181,37 @@ def test_deleted_owned_object_is_restored(
     eventually(recreated, "the deleted backend Service to be applied again")
 
 
+def test_hand_edit_of_the_scaled_object_spec_is_reverted_by_the_running_operator(
+    api_client: k8s_client.ApiClient,
+    resources: CustomResources,
+    namespace: str,
+    runtime_name: str,
+    start_controller: StartController,
+) -> None:
+    resources.create(inference_runtime(runtime_name))
+    resources.create(llmservice("steady", {"runtime": {"name": runtime_name}}), namespace)
+    start_controller().wait_reconciling()
+    eventually(lambda: reconciled(resources, namespace, "steady"), "a first status")
+
+    edited = k8s_client.CustomObjectsApi(api_client).patch_namespaced_custom_object(
+        "keda.sh",
+        "v1alpha1",
+        namespace,
+        "scaledobjects",
+        "steady",
+        {"spec": {"maxReplicaCount": 9}},
+    )
+
+    def reverted() -> bool:
+        live = resources.get("ScaledObject", "steady", namespace)
+        return (
+            live["metadata"]["generation"] > edited["metadata"]["generation"]
+            and live["spec"]["maxReplicaCount"] == 1
+        )
+
+    eventually(reverted, "the ScaledObject spec edit to be reverted")
+
+
 def test_one_broken_service_among_ten_healthy_ones_leaves_the_ten_reconciled(
     resources: CustomResources,
     namespace: str,
