@@ -1,0 +1,171 @@
+"""`noctaya-gateway` and `noctaya-engine-stub` as real processes: flags, startup errors, the
+SIGTERM drain, an engine killed mid-stream, and the KEDA scaler served from the same process."""
+
+from __future__ import annotations
+
+import re
+import signal
+import subprocess
+from collections.abc import Callable
+
+import aiohttp
+import grpc
+import pytest
+from noctaya.gateway.scaler._proto import externalscaler_pb2 as pb
+from noctaya.gateway.scaler._proto import externalscaler_pb2_grpc as pb_grpc
+
+from .support import BIN, Command, eventually, metric, read_events, token_texts
+
+StartCommand = Callable[..., Command]
+LISTENING = r"listening on 127\.0\.0\.1:(\d+)"
+
+
+def _run(name: str, *args: str, env: dict[str, str] | None = None) -> subprocess.CompletedProcess:
+    return subprocess.run(
+        [str(BIN / name), *args], env=env or {}, capture_output=True, text=True, timeout=60
+    )
+
+
+def test_version_flag_prints_the_version() -> None:
+    result = _run("noctaya-gateway", "--version")
+    assert result.returncode == 0
+    assert re.fullmatch(r"\d+\.\d+\.\d+\S*\n", result.stdout)
+
+
+def test_unsupported_mode_is_fatal() -> None:
+    result = _run("noctaya-gateway", "--mode=sidecar")
+    assert result.returncode == 1
+    assert 'unsupported mode "sidecar"' in result.stderr
+
+
+@pytest.mark.parametrize(
+    ("env", "message"),
+    [
+        ({}, "NOCTAYA_BACKEND_URL is required"),
+        ({"NOCTAYA_BACKEND_URL": "backend:8000"}, "backend URL must be an absolute HTTP URL"),
+        (
+            {"NOCTAYA_BACKEND_URL": "http://b", "NOCTAYA_CLIENT_API_KEY_FILE": "/nonexistent"},
+            "read client API key: ",
+        ),
+        (
+            {"NOCTAYA_BACKEND_URL": "http://b", "NOCTAYA_SCALER_TLS_CERT_FILE": "/c.pem"},
+            "NOCTAYA_SCALER_TLS_CERT_FILE, NOCTAYA_SCALER_TLS_KEY_FILE, and "
+            "NOCTAYA_SCALER_TLS_CLIENT_CA_FILE must be set together",
+        ),
+    ],
+    ids=["no-backend", "relative-backend", "unreadable-key", "partial-tls"],
+)
+def test_startup_errors_exit_1_with_one_clear_line(env: dict[str, str], message: str) -> None:
+    env = {"NOCTAYA_LISTEN_ADDR": "127.0.0.1:0", "NOCTAYA_SCALER_LISTEN_ADDR": "127.0.0.1:0", **env}
+    result = _run("noctaya-gateway", env=env)
+    assert result.returncode == 1
+    assert message in result.stderr
+    assert "Traceback" not in result.stderr
+
+
+def test_engine_stub_help_says_it_is_a_test_double_for_vllm() -> None:
+    result = _run("noctaya-engine-stub", "--help")
+    assert result.returncode == 0
+    assert "test double for vLLM" in result.stdout
+
+
+@pytest.mark.parametrize(
+    ("env", "message"),
+    [
+        ({"STUB_STARTUP_DELAY": "-1s"}, "STUB_STARTUP_DELAY must be a non-negative duration"),
+        ({"STUB_STARTUP_DELAY": "soon"}, "STUB_STARTUP_DELAY must be a non-negative duration"),
+        ({"STUB_TOKEN_COUNT": "0"}, "STUB_TOKEN_COUNT must be a positive integer"),
+        ({"STUB_TOKEN_DELAY": "fast"}, "STUB_TOKEN_DELAY must be a non-negative duration"),
+    ],
+)
+def test_engine_stub_refuses_bad_settings(env: dict[str, str], message: str) -> None:
+    result = _run("noctaya-engine-stub", "--model=ignored", env=env)
+    assert result.returncode == 1
+    assert message in result.stderr
+
+
+async def _engine(commands: StartCommand, **env: str) -> tuple[Command, str]:
+    engine = commands("noctaya-engine-stub", {"STUB_LISTEN_ADDR": "127.0.0.1:0", **env})
+    port = (await engine.wait_for_line(LISTENING)).group(1)
+    return engine, f"http://127.0.0.1:{port}"
+
+
+async def _gateway(commands: StartCommand, backend: str, **env: str) -> tuple[Command, str]:
+    gateway = commands(
+        "noctaya-gateway",
+        {
+            "NOCTAYA_BACKEND_URL": backend,
+            "NOCTAYA_LISTEN_ADDR": "127.0.0.1:0",
+            "NOCTAYA_SCALER_LISTEN_ADDR": "127.0.0.1:0",
+            **env,
+        },
+    )
+    port = (await gateway.wait_for_line(r"gateway version \S+ " + LISTENING)).group(1)
+    return gateway, f"http://127.0.0.1:{port}"
+
+
+async def test_stream_open_at_sigterm_completes_and_new_connections_are_refused(
+    commands: StartCommand,
+) -> None:
+    _, backend = await _engine(commands, STUB_TOKEN_COUNT="8", STUB_TOKEN_DELAY="150ms")
+    gateway, url = await _gateway(commands, backend)
+    async with aiohttp.ClientSession() as http:
+        response = await http.post(f"{url}/v1/chat/completions", json={"stream": True})
+        assert (await response.content.readuntil(b"\n\n")).startswith(b"data: {")
+        gateway.signal(signal.SIGTERM)
+        await gateway.wait_for_line("Noctaya gateway shutting down")
+        with pytest.raises(aiohttp.ClientConnectionError):
+            async with aiohttp.ClientSession() as fresh:
+                await fresh.get(f"{url}/healthz")
+        blocks = await read_events(response)
+        response.release()
+    assert len(token_texts(blocks)) == 7, "the rest of the stream arrived after SIGTERM"
+    assert blocks[-1] == "data: [DONE]"
+    assert await gateway.wait_exit(within=20) == 0
+
+
+async def test_engine_killed_mid_stream_ends_the_client_stream_and_the_gateway_stays_healthy(
+    commands: StartCommand,
+) -> None:
+    engine, backend = await _engine(commands, STUB_TOKEN_COUNT="100", STUB_TOKEN_DELAY="50ms")
+    _, url = await _gateway(commands, backend)
+    async with aiohttp.ClientSession() as http:
+        response = await http.post(f"{url}/v1/chat/completions", json={"stream": True})
+        assert response.status == 200
+        assert (await response.content.readuntil(b"\n\n")).startswith(b"data: {")
+        engine.signal(signal.SIGKILL)
+        with pytest.raises(aiohttp.ClientPayloadError):
+            await read_events(response)
+        response.release()
+        async with http.get(f"{url}/healthz") as health:
+            assert health.status == 200
+
+        async def slot_freed() -> bool:
+            async with http.get(f"{url}/metrics") as reply:
+                return metric(await reply.text(), "noctaya_gateway_pending") == 0
+
+        await eventually(slot_freed, what="the pending gauge back to 0")
+
+
+async def test_single_gateway_serves_the_keda_scaler_from_the_same_process(
+    commands: StartCommand,
+) -> None:
+    # No engine: the backend is never ready, so a reject-mode request leaves the lease floor.
+    gateway, url = await _gateway(
+        commands, "http://127.0.0.1:9", NOCTAYA_COLDSTART_MODE="reject"
+    )
+    port = (await gateway.wait_for_line(r"external scaler " + LISTENING)).group(1)
+    ref = pb.ScaledObjectRef(name="svc", namespace="ns", scalerMetadata={"targetValue": "1"})
+    async with grpc.aio.insecure_channel(f"127.0.0.1:{port}") as channel:
+        scaler = pb_grpc.ExternalScalerStub(channel)
+        assert (await scaler.IsActive(ref, timeout=10)).result is False
+        async with aiohttp.ClientSession() as http, http.post(
+            f"{url}/v1/completions", json={}
+        ) as response:
+            assert response.status == 503
+        assert (await scaler.IsActive(ref, timeout=10)).result is True
+        request = pb.GetMetricsRequest(scaledObjectRef=ref, metricName="pending")
+        reply = await scaler.GetMetrics(request, timeout=10)
+        assert reply.metricValues[0].metricValueFloat == 1
+    gateway.signal(signal.SIGTERM)
+    assert await gateway.wait_exit(within=20) == 0
