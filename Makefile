@@ -4,7 +4,7 @@ UV_VERSION := 0.13.8
 export UV_PYTHON_DOWNLOADS := never
 UV := $(shell command -v uv 2>/dev/null || echo .tools/bin/uv)
 
-.PHONY: test sync control-plane lint crds demo
+.PHONY: test sync control-plane helm lint crds demo
 
 $(UV):
 	python3 -m venv .tools && .tools/bin/pip install -q uv==$(UV_VERSION)
@@ -15,11 +15,14 @@ sync: $(UV)
 control-plane:
 	bash hack/build-control-plane.sh
 
+helm:
+	bash hack/build-helm.sh
+
 lint: sync
 	.venv/bin/ruff check .
 	.venv/bin/mypy packages/noctaya-core/src
 
-test: sync control-plane lint
+test: sync control-plane helm lint
 	.venv/bin/pytest
 
 demo: sync
