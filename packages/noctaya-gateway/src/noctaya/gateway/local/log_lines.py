@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import re
 
+GATEWAY_STARTED = "gateway started (pid %d)"
 SERVING = 'serving LLMService "%s" at %s with runtime "%s" (engine at %s, %s)'
 ENGINE_STARTED = "engine started (pid %d): %s"
 ENGINE_EXITED = "engine (pid %d) exited on its own: %s"
@@ -17,6 +18,7 @@ SCALE_DOWN_PENDING = "demand inactive: scaling the engine to 0 in %ds unless dem
 SCALE_DOWN = "no demand for %ds: scaling the engine to 0"
 STOPPED = "stopped"
 
+GATEWAY_STARTED_RE = re.compile(r"gateway started \(pid (?P<pid>\d+)\)")
 SERVING_RE = re.compile(r'serving LLMService "(?P<name>[^"]*)" at (?P<url>\S+) ')
 ENGINE_STARTED_RE = re.compile(r"engine started \(pid (?P<pid>\d+)\)")
 ENGINE_STOPPED_RE = re.compile(r"engine stopped \(pid (?P<pid>\d+), ")

@@ -74,6 +74,7 @@ async def run_local(plan: LocalPlan, listen_addr: str, environ: Mapping[str, str
         gateway = await ManagedProcess.start(
             "gateway", gateway_argv, _gateway_environ(plan, listen_addr, environ), addresses.observe
         )
+        log.info(log_lines.GATEWAY_STARTED, gateway.pid)
         started = await _first(addresses.both(), gateway, stop, GATEWAY_START_TIMEOUT)
         if started is None:
             return 0

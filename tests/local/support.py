@@ -1,0 +1,199 @@
+"""Local-mode test support: manifests written to tmp_path and `noctaya-local` as a real process.
+
+`LocalMode` reads the process's output on a thread and answers "has this line appeared yet?"
+with a deadline, so tests wait for events instead of sleeping.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import re
+import signal
+import socket
+import subprocess
+import sys
+import threading
+import time
+from pathlib import Path
+from typing import Any
+
+import yaml
+from noctaya.gateway.local import log_lines
+
+DEADLINE = 30.0
+LISTEN = ("--listen", "127.0.0.1:0")
+
+
+def free_port() -> int:
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        return int(probe.getsockname()[1])
+
+
+def runtime_doc(
+    port: int,
+    *,
+    name: str = "stub",
+    command: str | None = "noctaya-engine-stub",
+    env: dict[str, str] | None = None,
+    grace: int = 5,
+    **spec: Any,
+) -> dict[str, Any]:
+    """An InferenceRuntime whose engine is the stub listening on 127.0.0.1:`port`."""
+    annotations = {} if command is None else {"serving.noctaya.io/local-command": command}
+    stub_env = {
+        "STUB_LISTEN_ADDR": f"127.0.0.1:{port}",
+        "STUB_STARTUP_DELAY": "300ms",
+        "STUB_TOKEN_COUNT": "3",
+        "STUB_TOKEN_DELAY": "10ms",
+        **(env or {}),
+    }
+    return {
+        "apiVersion": "serving.noctaya.io/v1alpha1",
+        "kind": "InferenceRuntime",
+        "metadata": {"name": name, "annotations": annotations},
+        "spec": {
+            "vendor": "nvidia",
+            "container": {
+                "image": "example.invalid/vllm-stub:test",
+                "args": ["--model={{ .Model.Path }}", "--served-model-name={{ .Service.Name }}"],
+                "env": [{"name": key, "value": value} for key, value in stub_env.items()],
+                "port": {"containerPort": port},
+            },
+            "accelerator": {"resourceName": "nvidia.com/gpu"},
+            "lifecycle": {"terminationGracePeriodSeconds": grace},
+            **spec,
+        },
+    }
+
+
+def service_doc(runtime: str = "stub", **spec: Any) -> dict[str, Any]:
+    scaling = {"target": 1, "activationTimeout": "30s", "scaleDownStabilization": "1s"}
+    return {
+        "apiVersion": "serving.noctaya.io/v1alpha1",
+        "kind": "LLMService",
+        "metadata": {"name": "svc"},
+        "spec": {
+            "model": {"source": {"uri": "hf://org/model"}},
+            "runtime": {"name": runtime},
+            "scaling": scaling,
+            "endpoint": {"coldStart": {"mode": "keepalive", "heartbeatInterval": "200ms"}},
+            **spec,
+        },
+    }
+
+
+def write_manifest(path: Path, *documents: dict[str, Any]) -> Path:
+    path.write_text(yaml.safe_dump_all(documents, sort_keys=False), encoding="utf-8")
+    return path
+
+
+def pid_exists(pid: int) -> bool:
+    """True while `pid` names a process that has not been reaped (zombies count as gone)."""
+    try:
+        with open(f"/proc/{pid}/stat", encoding="utf-8") as stat:
+            return stat.read().rsplit(")", 1)[1].split()[0] != "Z"
+    except FileNotFoundError:
+        return False
+
+
+def wait_until_gone(pid: int, within: float = DEADLINE) -> bool:
+    deadline = time.monotonic() + within
+    while pid_exists(pid):
+        if time.monotonic() > deadline:
+            return False
+        time.sleep(0.05)
+    return True
+
+
+class LocalMode:
+    """`python -m noctaya.gateway.local FILE --listen 127.0.0.1:0` with its output collected."""
+
+    def __init__(self, manifest: Path, *args: str) -> None:
+        self.process = subprocess.Popen(
+            [sys.executable, "-m", "noctaya.gateway.local", str(manifest), *LISTEN, *args],
+            stdout=subprocess.PIPE,
+            stderr=subprocess.STDOUT,
+            stdin=subprocess.DEVNULL,
+            text=True,
+            errors="replace",
+            env={**os.environ, "PYTHONUNBUFFERED": "1"},
+        )
+        self.lines: list[str] = []
+        self._changed = threading.Condition()
+        self._reader = threading.Thread(target=self._read, daemon=True)
+        self._reader.start()
+
+    def _read(self) -> None:
+        assert self.process.stdout is not None
+        for line in self.process.stdout:
+            with self._changed:
+                self.lines.append(line.rstrip("\n"))
+                self._changed.notify_all()
+        with self._changed:
+            self._changed.notify_all()
+
+    def wait_for(
+        self, pattern: re.Pattern[str], *, after: int = 0, within: float = DEADLINE
+    ) -> re.Match[str]:
+        """The first line from index `after` on that matches; AssertionError at the deadline."""
+        deadline = time.monotonic() + within
+        with self._changed:
+            while True:
+                for line in self.lines[after:]:
+                    if match := pattern.search(line):
+                        return match
+                left = deadline - time.monotonic()
+                if left <= 0 or (self.process.poll() is not None and not self._reader.is_alive()):
+                    raise AssertionError(f"no line matching {pattern.pattern!r}:\n" + self.log())
+                self._changed.wait(timeout=min(left, 0.5))
+
+    def count(self, pattern: re.Pattern[str]) -> int:
+        with self._changed:
+            return sum(1 for line in self.lines if pattern.search(line))
+
+    def url(self) -> str:
+        return self.wait_for(log_lines.SERVING_RE)["url"]
+
+    def log(self) -> str:
+        with self._changed:
+            return "\n".join(self.lines)
+
+    def stop(self, sig: signal.Signals = signal.SIGTERM, within: float = DEADLINE) -> int:
+        if self.process.poll() is None:
+            self.process.send_signal(sig)
+        try:
+            return self.process.wait(timeout=within)
+        finally:
+            self._reader.join(timeout=5)
+
+    def exit_code(self, within: float = DEADLINE) -> int:
+        """The exit code of a process expected to end on its own."""
+        try:
+            return self.process.wait(timeout=within)
+        finally:
+            self._reader.join(timeout=5)
+
+    def child_pids(self) -> list[int]:
+        patterns = (log_lines.GATEWAY_STARTED_RE, log_lines.ENGINE_STARTED_RE)
+        with self._changed:
+            return [
+                int(match["pid"])
+                for line in self.lines
+                for pattern in patterns
+                if (match := pattern.search(line))
+            ]
+
+    def teardown(self) -> None:
+        """Stop as a user would; if that fails, kill local mode and every group it started."""
+        try:
+            self.stop(within=DEADLINE)
+        except subprocess.TimeoutExpired:
+            self.process.kill()
+            self.process.wait()
+            for pid in self.child_pids():
+                if pid_exists(pid):
+                    with contextlib.suppress(ProcessLookupError, PermissionError):
+                        os.killpg(pid, signal.SIGKILL)
+            raise

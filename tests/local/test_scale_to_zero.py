@@ -1,0 +1,172 @@
+"""noctaya-local end to end: real gateway, real engine processes, real signals, on 127.0.0.1."""
+
+from __future__ import annotations
+
+import json
+import re
+import signal
+import socket
+import stat
+from pathlib import Path
+
+import httpx
+from noctaya.gateway.local import log_lines
+from noctaya.gateway.local.command import find_executable
+
+from .conftest import StartLocal
+from .support import (
+    free_port,
+    pid_exists,
+    runtime_doc,
+    service_doc,
+    wait_until_gone,
+    write_manifest,
+)
+
+SCALE_DOWN_WITHIN = 45.0
+"""The gateway holds demand 15 s after readiness (§2.7), then the 1 s cooldown runs."""
+CHAT = {"model": "svc", "messages": [{"role": "user", "content": "hi"}]}
+
+
+def engine_refuses_connections(port: int) -> bool:
+    with socket.socket() as probe:
+        return probe.connect_ex(("127.0.0.1", port)) != 0
+
+
+def test_cold_stream_starts_the_engine_streams_tokens_and_scales_back_to_zero(
+    tmp_path: Path, start_local: StartLocal
+) -> None:
+    port = free_port()
+    local = start_local(write_manifest(tmp_path / "svc.yaml", runtime_doc(port), service_doc()))
+    url = local.url()
+    assert local.count(log_lines.ENGINE_STARTED_RE) == 0
+    assert engine_refuses_connections(port)
+
+    with httpx.stream(
+        "POST", f"{url}/chat/completions", json={**CHAT, "stream": True}, timeout=30
+    ) as response:
+        assert response.status_code == 200
+        lines = [line for line in response.iter_lines() if line]
+
+    assert lines[0] == ": heartbeat"
+    data = [line.removeprefix("data: ") for line in lines if line.startswith("data: ")]
+    assert data[-1] == "[DONE]"
+    tokens = [json.loads(chunk)["choices"][0]["delta"]["content"] for chunk in data[:-1]]
+    assert tokens == ["tok0 ", "tok1 ", "tok2 "]
+    assert lines.index(": heartbeat") < lines.index(f"data: {data[0]}")
+
+    pid = int(local.wait_for(log_lines.ENGINE_STARTED_RE)["pid"])
+    stopped = local.wait_for(log_lines.ENGINE_STOPPED_RE, within=SCALE_DOWN_WITHIN)
+    assert int(stopped["pid"]) == pid
+    assert wait_until_gone(pid, within=5)
+    assert engine_refuses_connections(port)
+    assert local.count(log_lines.ENGINE_STARTED_RE) == 1
+    assert local.stop() == 0
+
+
+def test_min_one_starts_the_engine_at_once_and_serves_without_a_cold_start(
+    tmp_path: Path, start_local: StartLocal
+) -> None:
+    port = free_port()
+    service = service_doc()
+    service["spec"]["scaling"]["min"] = 1
+    local = start_local(write_manifest(tmp_path / "svc.yaml", runtime_doc(port), service))
+    url = local.url()
+    pid = int(local.wait_for(log_lines.ENGINE_STARTED_RE)["pid"])
+    assert "kept at 1" in local.log()
+    with httpx.Client(timeout=30) as client:
+        reply = client.post(f"{url}/chat/completions", json=CHAT)
+    assert reply.status_code == 200
+    assert reply.json()["choices"][0]["message"]["content"] == "tok0 tok1 tok2 "
+    assert pid_exists(pid)
+    assert local.stop() == 0
+    assert local.count(log_lines.ENGINE_STOPPED_RE) == 1
+    assert wait_until_gone(pid, within=5)
+
+
+def test_sigint_on_an_idle_service_stops_the_gateway_and_exits_zero(
+    tmp_path: Path, start_local: StartLocal
+) -> None:
+    manifest = write_manifest(tmp_path / "svc.yaml", runtime_doc(free_port()), service_doc())
+    local = start_local(manifest)
+    local.url()
+    gateway = int(local.wait_for(log_lines.GATEWAY_STARTED_RE)["pid"])
+    assert local.stop(signal.SIGINT) == 0
+    assert wait_until_gone(gateway, within=5)
+    assert local.lines[-1].endswith(f" {log_lines.STOPPED}")
+
+
+def stubborn_wrapper(tmp_path: Path) -> Path:
+    """An engine command that ignores SIGTERM and runs the stub as its own child."""
+    stub = find_executable("noctaya-engine-stub")
+    assert stub is not None
+    script = tmp_path / "engine.sh"
+    script.write_text(
+        "#!/bin/sh\n"
+        "trap '' TERM\n"
+        f'"{stub}" "$@" &\n'
+        'echo $! > "$STUB_PID_FILE"\n'
+        "while :; do sleep 0.1; done\n",
+        encoding="utf-8",
+    )
+    script.chmod(script.stat().st_mode | stat.S_IXUSR)
+    return script
+
+
+def test_sigterm_stops_gateway_engine_and_its_children_even_when_the_engine_ignores_sigterm(
+    tmp_path: Path, start_local: StartLocal
+) -> None:
+    port, pid_file = free_port(), tmp_path / "stub.pid"
+    runtime = runtime_doc(
+        port,
+        command=str(stubborn_wrapper(tmp_path)),
+        env={"STUB_PID_FILE": str(pid_file)},
+        grace=1,
+    )
+    service = service_doc(endpoint={"coldStart": {"mode": "reject"}})
+    local = start_local(write_manifest(tmp_path / "svc.yaml", runtime, service))
+    url = local.url()
+    gateway = int(local.wait_for(log_lines.GATEWAY_STARTED_RE)["pid"])
+
+    with httpx.Client(timeout=30) as client:
+        cold = client.post(f"{url}/chat/completions", json=CHAT)
+    assert cold.status_code == 503  # reject mode; the activation lease still starts the engine
+    engine = int(local.wait_for(log_lines.ENGINE_STARTED_RE)["pid"])
+    local.wait_for(re.compile(r"\[engine\] .*engine stub .* listening on"))
+    stub = int(pid_file.read_text(encoding="utf-8"))
+    assert pid_exists(stub)
+
+    assert local.stop(signal.SIGTERM) == 0
+    assert "still up after 1s: killing it" in local.log()
+    for pid in (gateway, engine, stub):
+        assert not pid_exists(pid), local.log()
+    assert not processes_in_group(engine)
+
+
+def processes_in_group(pgid: int) -> list[int]:
+    members = []
+    for entry in Path("/proc").iterdir():
+        if entry.name.isdigit():
+            try:
+                fields = (entry / "stat").read_text().rsplit(")", 1)[1].split()
+            except OSError:
+                continue
+            if int(fields[2]) == pgid and fields[0] != "Z":
+                members.append(int(entry.name))
+    return members
+
+
+def test_a_busy_engine_port_is_reported_before_anything_starts(
+    tmp_path: Path, start_local: StartLocal
+) -> None:
+    with socket.create_server(("127.0.0.1", 0)) as squatter:
+        port = squatter.getsockname()[1]
+        manifest = write_manifest(tmp_path / "svc.yaml", runtime_doc(port), service_doc())
+        local = start_local(manifest)
+        assert local.exit_code() == 1
+    assert (
+        f"engine port {port} (InferenceRuntime spec.container.port.containerPort) on "
+        "127.0.0.1 is already in use"
+    ) in local.log()
+    assert local.count(log_lines.GATEWAY_STARTED_RE) == 0
+    assert "Traceback" not in local.log()
