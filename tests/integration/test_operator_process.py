@@ -1,5 +1,6 @@
 """`noctaya-operator` as a process: it serves, reconciles with only its own RBAC, logs JSON,
-stops on SIGTERM, refuses bad flags, hands leadership over, and guards its metrics."""
+stops on SIGTERM, refuses bad flags, hands leadership over (and exits 1 when it loses it), and
+guards its metrics."""
 
 from __future__ import annotations
 
@@ -9,6 +10,7 @@ import ssl
 import subprocess
 import time
 from collections.abc import Callable, Iterator
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
@@ -249,6 +251,35 @@ def test_leader_election_one_process_reconciles_and_a_sigterm_hands_over_at_once
     events = k8s.CoreV1Api(api_client).list_namespaced_event(namespace).items
     became = {e.message for e in events if e.reason == "LeaderElection"}
     assert {f"{holder} became leader", f"{new_holder} became leader"} <= became
+
+
+def _steal_lease(api_client: k8s.ApiClient, namespace: str) -> None:
+    """Another candidate writes itself into the Lease for a minute, as after a network split."""
+    leases = k8s.CoordinationV1Api(api_client)
+    lease = leases.read_namespaced_lease(LEADER_ELECTION_ID, namespace)
+    lease.spec.holder_identity = "usurper"
+    lease.spec.lease_duration_seconds = 60
+    lease.spec.renew_time = datetime.now(UTC)
+    leases.replace_namespaced_lease(LEADER_ELECTION_ID, namespace, lease)
+
+
+def test_a_leader_that_loses_its_lease_stops_reconciling_and_exits_1(
+    api_client: k8s.ApiClient, namespace: str, operator_kubeconfig: Path, tmp_path: Path
+) -> None:
+    operator = OperatorProcess(
+        operator_kubeconfig, tmp_path / "operator.log", "--leader-elect=true", namespace=namespace
+    )
+    with running(operator):
+        operator.wait_ready()
+        identity = _identity(operator)
+        poll(lambda: _lease_holder(api_client, namespace) == identity, CONVERGE, "leadership")
+        _steal_lease(api_client, namespace)
+        assert operator.process is not None
+        code = operator.process.wait(CONVERGE)  # the renew deadline is 10 s
+
+    assert code == 1
+    assert "leader election lost" in operator.messages()
+    assert _lease_holder(api_client, namespace) == "usurper"
 
 
 @pytest.fixture
