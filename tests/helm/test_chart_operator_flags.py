@@ -15,31 +15,39 @@ from .chart import Helm, Manifest, manager_container
 pytestmark = pytest.mark.helm
 
 OPERATOR = Path(sys.executable).parent / "noctaya-operator"
-OVERRIDES: list[tuple[str, Manifest | None]] = [
-    ("defaults", None),
-    (
-        "one operator, three gateways",
+GATEWAY = "noctaya-gateway"
+CASES = [
+    pytest.param(None, True, 1, f"ghcr.io/noctaya/{GATEWAY}:0.1.0", id="defaults"),
+    pytest.param(
         {"operator": {"replicas": 1, "leaderElect": False}, "gateway": {"replicas": 3}},
+        False,
+        3,
+        f"ghcr.io/noctaya/{GATEWAY}:0.1.0",
+        id="one operator, three gateways",
     ),
-    ("own registry and tag", {"image": {"registry": "registry.example.com/ai", "tag": "9.9.9"}}),
+    pytest.param(
+        {"image": {"registry": "registry.example.com/ai", "tag": "9.9.9"}},
+        True,
+        1,
+        f"registry.example.com/ai/{GATEWAY}:9.9.9",
+        id="own registry and tag",
+    ),
 ]
 
 
-@pytest.mark.parametrize(("name", "values"), OVERRIDES, ids=[name for name, _ in OVERRIDES])
+@pytest.mark.parametrize(("values", "leader_elect", "gateway_replicas", "gateway_image"), CASES)
 def test_rendered_args_parse_and_validate_with_the_operator_parser(
-    helm: Helm, name: str, values: Manifest | None
+    helm: Helm,
+    values: Manifest | None,
+    leader_elect: bool,
+    gateway_replicas: int,
+    gateway_image: str,
 ) -> None:
-    objects = helm.render(values)
-    args = manager_container(objects)["args"]
-    flags = parse_flags(args)
+    flags = parse_flags(manager_container(helm.render(values))["args"])
     validate(flags)
-    operator = (values or {}).get("operator", {})
-    gateway = (values or {}).get("gateway", {})
-    image = (values or {}).get("image", {})
-    assert flags.leader_elect is operator.get("leaderElect", True)
-    assert flags.gateway_replicas == gateway.get("replicas", 1)
-    registry, tag = image.get("registry", "ghcr.io/noctaya"), image.get("tag", "0.1.0")
-    assert flags.gateway_image == f"{registry}/noctaya-gateway:{tag}"
+    assert flags.leader_elect is leader_elect
+    assert flags.gateway_replicas == gateway_replicas
+    assert flags.gateway_image == gateway_image
     assert flags.health_probe_bind_address == ":8081"
     assert not flags.metrics_enabled
 
