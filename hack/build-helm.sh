@@ -4,8 +4,8 @@
 #
 # helm.sh/helm/v3 has no replace directives, so `go install module@version` builds it. The
 # -ldflags are those of helm's own Makefile: the release version for `helm version`, and the
-# Kubernetes version `helm template`/`helm lint` assume (major+1.minor of the client-go it
-# requires, v0.37 -> 1.37); without them helm assumes Kubernetes 1.20.
+# Kubernetes version `helm template`/`helm lint` assume (1.N for the k8s.io/client-go v0.N it
+# requires); without them helm assumes Kubernetes 1.20.
 #
 # Idempotent: with the binary present it only prints its path.
 # `--print-path` prints that path without building, so that the tests find the binary by the
