@@ -69,12 +69,14 @@ async def start_gateway(http: aiohttp.ClientSession) -> AsyncIterator[StartGatew
     yield start
 
     for gateway in started:
-        async def drained(gateway: Gateway = gateway) -> bool:
-            return metric(await gateway.metrics(http), "noctaya_gateway_pending") == 0
+        if not gateway.server.stopped:
 
-        await eventually(drained, within=10, what="pending gauge back to 0")
+            async def drained(gateway: Gateway = gateway) -> bool:
+                return metric(await gateway.metrics(http), "noctaya_gateway_pending") == 0
+
+            await eventually(drained, within=10, what="pending gauge back to 0")
+            await gateway.server.stop()
         assert gateway.pending == 0
-        await gateway.server.stop()
     await http.close()
     current = asyncio.current_task()
 

@@ -100,6 +100,7 @@ class GatewayServer:
         self.reporter: asyncio.Task[None] | None = None
         self._session: aiohttp.ClientSession | None = None
         self._stopping = asyncio.Event()
+        self.stopped = False
         self._serving: asyncio.Task[None] | None = None
 
     async def start(self) -> None:
@@ -154,6 +155,9 @@ class GatewayServer:
 
     async def stop(self) -> None:
         """Drain: stop accepting, finish in-flight work within the budget, then close."""
+        if self.stopped:
+            return
+        self.stopped = True
         self._stopping.set()
         if self._serving is not None:
             await self._serving

@@ -1,0 +1,92 @@
+"""Slow, broken and hostile clients: none of them may crash the gateway or leave a slot behind."""
+
+from __future__ import annotations
+
+import asyncio
+
+import aiohttp
+
+from .conftest import StartGateway
+from .support import Engine, eventually
+
+
+async def _send_raw(port: int, data: bytes) -> bytes:
+    reader, writer = await asyncio.open_connection("127.0.0.1", port)
+    try:
+        writer.write(data)
+        await writer.drain()
+        return await asyncio.wait_for(reader.read(65536), 5)
+    finally:
+        writer.close()
+
+
+async def test_garbage_instead_of_http_gets_400_and_the_gateway_carries_on(
+    engine: Engine, start_gateway: StartGateway, http: aiohttp.ClientSession
+) -> None:
+    gateway = await start_gateway(engine.url)
+    reply = await _send_raw(gateway.server.port, b"\x16\x03\x01\x02\x00garbage\r\n\r\n")
+    assert reply.startswith(b"HTTP/1.1 400")
+    reply = await _send_raw(gateway.server.port, b"GET / HTTP/1.1\r\nBad Header\r\n\r\n")
+    assert reply.startswith(b"HTTP/1.1 400")
+    async with http.post(f"{gateway.url}/v1/completions", json={}) as response:
+        assert response.status == 200
+
+
+async def test_oversized_request_head_is_refused(
+    engine: Engine, start_gateway: StartGateway, http: aiohttp.ClientSession
+) -> None:
+    gateway = await start_gateway(engine.url)
+    head = b"GET /v1/models HTTP/1.1\r\nHost: x\r\nX-Big: " + b"a" * 300_000 + b"\r\n\r\n"
+    reply = await _send_raw(gateway.server.port, head)
+    assert reply.startswith(b"HTTP/1.1 431")
+    assert engine.requests == []
+    async with http.get(f"{gateway.url}/healthz") as response:
+        assert response.status == 200
+
+
+async def test_client_vanishing_mid_upload_frees_its_slot(
+    engine: Engine, start_gateway: StartGateway
+) -> None:
+    gateway = await start_gateway(engine.url)
+    _, writer = await asyncio.open_connection("127.0.0.1", gateway.server.port)
+    writer.write(
+        b"POST /v1/completions HTTP/1.1\r\nHost: x\r\nContent-Length: 100000\r\n\r\n"
+        + b"{" * 70_000
+    )
+    await writer.drain()
+    await eventually(lambda: gateway.pending == 1, what="the upload to be admitted")
+    writer.close()
+    await eventually(lambda: gateway.pending == 0, what="the slot to be freed")
+    assert all(len(r.body) != 100_000 for r in engine.requests), "no truncated request completes"
+
+
+async def test_client_vanishing_mid_chunked_upload_on_the_cold_path_frees_its_slot(
+    engine: Engine, start_gateway: StartGateway
+) -> None:
+    engine.make_unready()
+    gateway = await start_gateway(engine.url)
+    _, writer = await asyncio.open_connection("127.0.0.1", gateway.server.port)
+    writer.write(
+        b"POST /v1/chat/completions HTTP/1.1\r\nHost: x\r\nTransfer-Encoding: chunked\r\n\r\n"
+        b"10\r\n" + b'{"stream": true,' + b"\r\n"
+    )
+    await writer.drain()
+    await eventually(lambda: gateway.pending == 1, what="the upload to be admitted")
+    writer.close()
+    await eventually(lambda: gateway.pending == 0, what="the slot to be freed")
+    assert gateway.demand == 1, "the cold request still renewed the activation lease"
+
+
+async def test_lying_content_length_is_cut_off_by_the_client_closing(
+    engine: Engine, start_gateway: StartGateway, http: aiohttp.ClientSession
+) -> None:
+    gateway = await start_gateway(engine.url)
+    reader, writer = await asyncio.open_connection("127.0.0.1", gateway.server.port)
+    writer.write(b"POST /v1/completions HTTP/1.1\r\nHost: x\r\nContent-Length: 10\r\n\r\n{}")
+    await writer.drain()
+    writer.write_eof()
+    assert await asyncio.wait_for(reader.read(), 5) == b"", "no answer to half a request"
+    writer.close()
+    await eventually(lambda: gateway.pending == 0, what="the slot to be freed")
+    async with http.get(f"{gateway.url}/healthz") as response:
+        assert response.status == 200
