@@ -4,7 +4,7 @@ UV_VERSION := 0.13.8
 export UV_PYTHON_DOWNLOADS := never
 UV := $(shell command -v uv 2>/dev/null || echo .tools/bin/uv)
 
-.PHONY: test sync control-plane helm lint crds demo
+.PHONY: test sync control-plane helm lint crds proto demo
 
 $(UV):
 	python3 -m venv .tools && .tools/bin/pip install -q uv==$(UV_VERSION)
@@ -30,4 +30,8 @@ demo: sync
 
 crds: sync
 	.venv/bin/noctaya crds --output config/crd/bases
+	.venv/bin/noctaya crds --output charts/noctaya/crds
 	.venv/bin/noctaya rbac --output config/rbac
+
+proto: sync
+	.venv/bin/python hack/gen-scaler-proto.py
