@@ -14,6 +14,7 @@ from typing import Any, TypeVar
 from kubernetes import client as k8s_client
 from kubernetes.dynamic import DynamicClient
 from kubernetes.dynamic.exceptions import NotFoundError
+from support.custom_resources import CustomResources
 
 Manifest = dict[str, Any]
 T = TypeVar("T")
@@ -69,14 +70,78 @@ def dynamic(api_client: k8s_client.ApiClient) -> DynamicClient:
     return DynamicClient(api_client)  # type: ignore[no-untyped-call]
 
 
-def read(api_client: k8s_client.ApiClient, api_version: str, kind: str, ns: str, name: str) -> Any:
+def _resource(client: DynamicClient, api_version: str, kind: str) -> Any:
+    return client.resources.get(api_version=api_version, kind=kind)
+
+
+def read(
+    api_client: k8s_client.ApiClient, api_version: str, kind: str, ns: str | None, name: str
+) -> Any:
     """One object as a plain dict (camelCase, as on the wire), or None when it does not exist."""
     client = dynamic(api_client)
-    resource = client.resources.get(api_version=api_version, kind=kind)
     try:
-        return client.get(resource, name=name, namespace=ns).to_dict()
+        found = client.get(  # type: ignore[no-untyped-call]
+            _resource(client, api_version, kind), name=name, namespace=ns
+        )
     except NotFoundError:
         return None
+    return found.to_dict()
+
+
+def create(api_client: k8s_client.ApiClient, namespace: str | None, obj: Manifest) -> Manifest:
+    """Create any object from its wire dict (apiVersion and kind say where it goes)."""
+    client = dynamic(api_client)
+    resource = _resource(client, obj["apiVersion"], obj["kind"])
+    created = client.create(resource, body=obj, namespace=namespace)  # type: ignore[no-untyped-call]
+    return dict(created.to_dict())
+
+
+def patch(
+    api_client: k8s_client.ApiClient,
+    api_version: str,
+    kind: str,
+    namespace: str | None,
+    name: str,
+    changes: Manifest,
+    *,
+    field_manager: str | None = None,
+) -> Manifest:
+    """A JSON merge patch, as `kubectl patch --type=merge` (or a hand edit) sends it."""
+    client = dynamic(api_client)
+    patched = client.patch(  # type: ignore[no-untyped-call]
+        _resource(client, api_version, kind),
+        body=changes,
+        name=name,
+        namespace=namespace,
+        content_type="application/merge-patch+json",
+        field_manager=field_manager,
+    )
+    return dict(patched.to_dict())
+
+
+def replace_status(
+    api_client: k8s_client.ApiClient,
+    api_version: str,
+    kind: str,
+    namespace: str,
+    name: str,
+    status: Manifest,
+) -> None:
+    """Replace an object's whole status through its status subresource, as its controller
+    (kubelet, deployment or job controller) would."""
+    obj = read(api_client, api_version, kind, namespace, name)
+    assert obj is not None, f"{kind} {namespace}/{name} does not exist"
+    obj["status"] = status
+    client = dynamic(api_client)
+    resource = _resource(client, api_version, kind).subresources["status"]
+    client.replace(resource, body=obj, namespace=namespace)  # type: ignore[no-untyped-call]
+
+
+def runtimes(api_client: k8s_client.ApiClient) -> list[Manifest]:
+    """Every InferenceRuntime in the cluster (runtime selection looks at all of them)."""
+    client = dynamic(api_client)
+    resource = _resource(client, "serving.noctaya.io/v1alpha1", "InferenceRuntime")
+    return [item.to_dict() for item in client.get(resource).items]  # type: ignore[no-untyped-call]
 
 
 WRITTEN_KINDS = (
@@ -91,14 +156,25 @@ WRITTEN_KINDS = (
 """Every kind the operator writes in a service's namespace."""
 
 
-def everything_in(api_client: k8s_client.ApiClient, namespace: str) -> list[Manifest]:
+def everything_in(
+    api_client: k8s_client.ApiClient,
+    namespace: str,
+    kinds: tuple[tuple[str, str], ...] = WRITTEN_KINDS,
+) -> list[Manifest]:
     """Every object of the kinds the operator writes, in the namespace, as wire dicts."""
     client = dynamic(api_client)
     found = []
-    for api_version, kind in WRITTEN_KINDS:
-        resource = client.resources.get(api_version=api_version, kind=kind)
-        found += [item.to_dict() for item in client.get(resource, namespace=namespace).items]
+    for api_version, kind in kinds:
+        listed = client.get(  # type: ignore[no-untyped-call]
+            _resource(client, api_version, kind), namespace=namespace
+        )
+        found += [item.to_dict() for item in listed.items]
     return found
+
+
+def reconciled(resources: CustomResources, namespace: str, name: str) -> Any:
+    """The service's status once the operator wrote one, else None."""
+    return resources.get("LLMService", name, namespace).get("status") or None
 
 
 def events(api_client: k8s_client.ApiClient, namespace: str) -> list[Manifest]:
@@ -127,25 +203,20 @@ def backend_pod(
         LLMSERVICE_LABEL: service,
         RUNTIME_LABEL: runtime,
     }
-    body = {
+    body: Manifest = {
         "apiVersion": "v1",
         "kind": "Pod",
         "metadata": {"name": name, "labels": labels},
         "spec": {"containers": [{"name": "serving", "image": "vllm/vllm-openai:v0.10.0"}]},
     }
-    k8s_client.CoreV1Api(api_client).create_namespaced_pod(namespace, body)
+    create(api_client, namespace, body)
     return name
 
 
 def set_pod_status(
     api_client: k8s_client.ApiClient, namespace: str, name: str, status: Manifest
 ) -> None:
-    """Write a Pod's status as a kubelet would (status subresource, whole status replaced)."""
-    core = k8s_client.CoreV1Api(api_client)
-    pod = core.read_namespaced_pod(name, namespace)
-    body = api_client.sanitize_for_serialization(pod)
-    body["status"] = status
-    core.replace_namespaced_pod_status(name, namespace, body)
+    replace_status(api_client, "v1", "Pod", namespace, name, status)
 
 
 def serving_status(
@@ -193,9 +264,4 @@ def serving_status(
 def set_deployment_status(
     api_client: k8s_client.ApiClient, namespace: str, name: str, status: Manifest
 ) -> None:
-    """Write a Deployment's status as the deployment controller would."""
-    apps = k8s_client.AppsV1Api(api_client)
-    deployment = apps.read_namespaced_deployment(name, namespace)
-    body = api_client.sanitize_for_serialization(deployment)
-    body["status"] = status
-    apps.replace_namespaced_deployment_status(name, namespace, body)
+    replace_status(api_client, "apps/v1", "Deployment", namespace, name, status)

@@ -5,21 +5,16 @@ relisting); the running operator goes on reconciling new services afterwards.
 from __future__ import annotations
 
 from collections.abc import Callable
-from typing import Any
 
 import pytest
 from support.custom_resources import CustomResources
 from support.envtest import ControlPlane
 from support.manifests import inference_runtime, llmservice
 
-from .cluster import condition_values, eventually
+from .cluster import condition_values, eventually, reconciled
 from .conftest import RunningController
 
 pytestmark = pytest.mark.integration
-
-
-def reconciled(resources: CustomResources, namespace: str, name: str) -> Any:
-    return resources.get("LLMService", name, namespace).get("status") or None
 
 
 def test_new_service_is_reconciled_after_the_api_server_restarts(

@@ -8,7 +8,6 @@ from pathlib import Path
 
 import pytest
 from kubernetes import client as k8s_client
-from kubernetes.client.exceptions import ApiException
 from noctaya.core.errors import NoctayaError
 from noctaya.k8s.reconciler import LLMServiceReconciler
 from support.custom_resources import CustomResources, Manifest
@@ -16,7 +15,14 @@ from support.envtest import install_crds
 from support.envtest.crds import crd_manifests
 from support.manifests import inference_runtime, llmservice
 
-from .cluster import condition_values, eventually
+from .cluster import (
+    WRITTEN_KINDS,
+    condition_values,
+    events,
+    eventually,
+    everything_in,
+    read,
+)
 
 pytestmark = pytest.mark.integration
 
@@ -25,12 +31,9 @@ SCALED_OBJECTS = "scaledobjects.keda.sh"
 PREFIX = "KEDA ScaledObject CRD is required before deploying an LLMService: "
 
 
-def _gone(resources: CustomResources) -> bool:
-    try:
-        resources.get("CustomResourceDefinition", SCALED_OBJECTS)
-    except ApiException as error:
-        return error.status == 404
-    return False
+def _gone(api_client: k8s_client.ApiClient) -> bool:
+    crd = "apiextensions.k8s.io/v1", "CustomResourceDefinition"
+    return read(api_client, *crd, None, SCALED_OBJECTS) is None
 
 
 @contextlib.contextmanager
@@ -48,29 +51,20 @@ def keda_crd_deleted(
     assert manifests, f"no {SCALED_OBJECTS} manifest in {KEDA_CRDS}"
     resources.delete("CustomResourceDefinition", SCALED_OBJECTS)
     try:
-        eventually(lambda: _gone(resources), f"{SCALED_OBJECTS} to be deleted")
+        eventually(lambda: _gone(api_client), f"{SCALED_OBJECTS} to be deleted")
         yield
     finally:
-        eventually(lambda: _gone(resources), f"{SCALED_OBJECTS} to be gone before restoring it")
+        eventually(lambda: _gone(api_client), f"{SCALED_OBJECTS} to be gone before restoring it")
         install_crds(api_client, manifests)
 
 
 def _objects_in(api_client: k8s_client.ApiClient, namespace: str) -> list[str]:
-    """Every namespaced object the operator could have written, as kind/name."""
-    core = k8s_client.CoreV1Api(api_client)
-    apps = k8s_client.AppsV1Api(api_client)
-    batch = k8s_client.BatchV1Api(api_client)
-    policy = k8s_client.PolicyV1Api(api_client)
-    listed = {
-        "Deployment": apps.list_namespaced_deployment(namespace).items,
-        "Service": core.list_namespaced_service(namespace).items,
-        "PersistentVolumeClaim": core.list_namespaced_persistent_volume_claim(namespace).items,
-        "Secret": core.list_namespaced_secret(namespace).items,
-        "Job": batch.list_namespaced_job(namespace).items,
-        "PodDisruptionBudget": policy.list_namespaced_pod_disruption_budget(namespace).items,
-        "Event": k8s_client.EventsV1Api(api_client).list_namespaced_event(namespace).items,
-    }
-    return [f"{kind}/{item.metadata.name}" for kind, items in listed.items() for item in items]
+    """Every object the operator could have written in the namespace (events too), as kind/name;
+    the ScaledObject kind itself is gone."""
+    kinds = tuple(k for k in WRITTEN_KINDS if k[1] != "ScaledObject")
+    objects = everything_in(api_client, namespace, kinds)
+    written = [f"{o['kind']}/{o['metadata']['name']}" for o in objects]
+    return written + [f"Event/{e['reason']}" for e in events(api_client, namespace)]
 
 
 def test_missing_keda_crd_reports_autoscaling_unavailable_and_creates_nothing_else(

@@ -18,6 +18,7 @@ from support.manifests import inference_runtime, llmservice
 from .cluster import (
     backend_pod,
     condition_values,
+    create,
     events,
     serving_status,
     set_deployment_status,
@@ -251,9 +252,12 @@ def test_finished_terminating_foreign_and_prewarm_pods_say_nothing_about_the_bac
     backend_pod(api_client, backend.namespace, SVC, "another-runtime", other_runtime)
     pull_failure = serving_status(waiting="ErrImagePull")
     set_pod_status(api_client, backend.namespace, other_runtime, pull_failure)
-    prewarm = core.create_namespaced_pod(
+    create(
+        api_client,
         backend.namespace,
         {
+            "apiVersion": "v1",
+            "kind": "Pod",
             "metadata": {
                 "name": "chat-prewarm-xyz",
                 "labels": {
@@ -265,7 +269,7 @@ def test_finished_terminating_foreign_and_prewarm_pods_say_nothing_about_the_bac
             "spec": {"containers": [{"name": "serving", "image": "busybox"}]},
         },
     )
-    set_pod_status(api_client, backend.namespace, prewarm.metadata.name, pull_failure)
+    set_pod_status(api_client, backend.namespace, "chat-prewarm-xyz", pull_failure)
 
     status = backend.reconcile()
 

@@ -16,7 +16,10 @@ from .cluster import (
     backend_pod,
     condition_values,
     eventually,
+    patch,
     read,
+    reconciled,
+    runtimes,
     serving_status,
     set_pod_status,
 )
@@ -25,11 +28,6 @@ from .conftest import RunningController
 pytestmark = pytest.mark.integration
 
 StartController = Callable[..., RunningController]
-
-
-def reconciled(resources: CustomResources, namespace: str, name: str) -> Any:
-    """The service's status once the operator wrote one, else None."""
-    return resources.get("LLMService", name, namespace).get("status") or None
 
 
 def serving_image(api_client: k8s_client.ApiClient, namespace: str, name: str) -> str | None:
@@ -46,38 +44,22 @@ def test_runtime_edit_re_renders_every_service_that_pins_it_or_selects_its_vendo
     runtime_name: str,
     start_controller: StartController,
 ) -> None:
-    others = k8s_client.CustomObjectsApi(api_client).list_cluster_custom_object(
-        "serving.noctaya.io", "v1alpha1", "inferenceruntimes"
-    )["items"]
-    assert others == [], "vendor selection needs a cluster without other runtimes"
+    assert runtimes(api_client) == [], "vendor selection needs a cluster without other runtimes"
     resources.create(inference_runtime(runtime_name))
     resources.create(llmservice("pinned", {"runtime": {"name": runtime_name}}), namespace)
     by_vendor = {"name": None, "selector": {"vendor": ["nvidia"]}}
     resources.create(llmservice("selected", {"runtime": by_vendor}), namespace)
     start_controller().wait_reconciling()
-    for name in ("pinned", "selected"):
-        eventually(
-            lambda name=name: (
-                serving_image(api_client, namespace, name) == "vllm/vllm-openai:v0.10.0"
-            ),
-            f"{name} to be rendered with the first image",
-        )
 
-    k8s_client.CustomObjectsApi(api_client).patch_cluster_custom_object(
-        "serving.noctaya.io",
-        "v1alpha1",
-        "inferenceruntimes",
-        runtime_name,
-        {"spec": {"container": {"image": "vllm/vllm-openai:v0.11.0"}}},
-    )
+    def images() -> list[str | None]:
+        return [serving_image(api_client, namespace, name) for name in ("pinned", "selected")]
 
-    for name in ("pinned", "selected"):
-        eventually(
-            lambda name=name: (
-                serving_image(api_client, namespace, name) == "vllm/vllm-openai:v0.11.0"
-            ),
-            f"{name} to be re-rendered with the edited image",
-        )
+    eventually(lambda: images() == ["vllm/vllm-openai:v0.10.0"] * 2, "both to be rendered")
+
+    edit = {"spec": {"container": {"image": "vllm/vllm-openai:v0.11.0"}}}
+    patch(api_client, "serving.noctaya.io/v1alpha1", "InferenceRuntime", None, runtime_name, edit)
+
+    eventually(lambda: images() == ["vllm/vllm-openai:v0.11.0"] * 2, "both to be re-rendered")
 
 
 def degraded_by(resources: CustomResources, namespace: str, name: str) -> str | None:
@@ -193,21 +175,13 @@ def test_hand_edit_of_the_scaled_object_spec_is_reverted_by_the_running_operator
     start_controller().wait_reconciling()
     eventually(lambda: reconciled(resources, namespace, "steady"), "a first status")
 
-    edited = k8s_client.CustomObjectsApi(api_client).patch_namespaced_custom_object(
-        "keda.sh",
-        "v1alpha1",
-        namespace,
-        "scaledobjects",
-        "steady",
-        {"spec": {"maxReplicaCount": 9}},
-    )
+    edit = {"spec": {"maxReplicaCount": 9}}
+    edited = patch(api_client, "keda.sh/v1alpha1", "ScaledObject", namespace, "steady", edit)
 
     def reverted() -> bool:
         live = resources.get("ScaledObject", "steady", namespace)
-        return (
-            live["metadata"]["generation"] > edited["metadata"]["generation"]
-            and live["spec"]["maxReplicaCount"] == 1
-        )
+        newer = int(live["metadata"]["generation"]) > int(edited["metadata"]["generation"])
+        return newer and live["spec"]["maxReplicaCount"] == 1
 
     eventually(reverted, "the ScaledObject spec edit to be reverted")
 

@@ -13,11 +13,11 @@ from noctaya.k8s.reconciler import LLMServiceReconciler
 from support.custom_resources import CustomResources, Manifest
 from support.manifests import inference_runtime, llmservice
 
-from .cluster import condition_values, events, read
+from .cluster import condition_values, create, events, patch, read, replace_status
 
 pytestmark = pytest.mark.integration
 
-LLMSERVICES = ("serving.noctaya.io", "v1alpha1")
+LLMSERVICES = "serving.noctaya.io/v1alpha1"
 
 
 def after_autoscaling(reason: str, message: str) -> dict[str, tuple[str, str, str]]:
@@ -35,9 +35,7 @@ def after_autoscaling(reason: str, message: str) -> dict[str, tuple[str, str, st
 
 def edit_spec(api_client: k8s_client.ApiClient, namespace: str, name: str, spec: Manifest) -> int:
     """Merge-patch the service's spec as a user would; returns the new generation."""
-    patched = k8s_client.CustomObjectsApi(api_client).patch_namespaced_custom_object(
-        *LLMSERVICES, namespace, "llmservices", name, {"spec": spec}
-    )
+    patched = patch(api_client, LLMSERVICES, "LLMService", namespace, name, {"spec": spec})
     return int(patched["metadata"]["generation"])
 
 
@@ -123,10 +121,12 @@ def test_cache_pvc_of_the_same_name_not_controlled_by_the_service_is_never_adopt
     reconciler: LLMServiceReconciler,
     status_of: Callable[[str, str], Manifest],
 ) -> None:
-    core = k8s_client.CoreV1Api(api_client)
-    core.create_namespaced_persistent_volume_claim(
+    create(
+        api_client,
         namespace,
         {
+            "apiVersion": "v1",
+            "kind": "PersistentVolumeClaim",
             "metadata": {"name": "taken-cache"},
             "spec": {
                 "accessModes": ["ReadWriteOnce"],
@@ -164,31 +164,18 @@ def test_failed_prewarm_job_stops_the_service_with_prewarm_failed(
     changes = {"runtime": {"name": runtime_name}, "cache": {"prewarm": True}}
     resources.create(llmservice("doomed", changes), namespace)
     reconciler.reconcile((namespace, "doomed"))
-    batch = k8s_client.BatchV1Api(api_client)
-    job = api_client.sanitize_for_serialization(
-        batch.read_namespaced_job("doomed-prewarm", namespace)
-    )
     now = "2025-01-01T00:00:00Z"
     reason = {"reason": "BackoffLimitExceeded", "lastProbeTime": now, "lastTransitionTime": now}
-    job["status"] = {
+    message = "Job has reached the specified backoff limit"
+    failed = {
         "startTime": now,
         "failed": 5,
         "conditions": [
-            {
-                "type": "FailureTarget",
-                "status": "True",
-                "message": "Job has reached the specified backoff limit",
-                **reason,
-            },
-            {
-                "type": "Failed",
-                "status": "True",
-                "message": "Job has reached the specified backoff limit",
-                **reason,
-            },
+            {"type": "FailureTarget", "status": "True", "message": message, **reason},
+            {"type": "Failed", "status": "True", "message": message, **reason},
         ],
     }
-    batch.replace_namespaced_job_status("doomed-prewarm", namespace, job)
+    replace_status(api_client, "batch/v1", "Job", namespace, "doomed-prewarm", failed)
 
     error = reconcile_failure(reconciler, namespace, "doomed")
 

@@ -9,10 +9,10 @@ from collections.abc import Callable
 import pytest
 from kubernetes import client as k8s_client
 from noctaya.k8s.reconciler import LLMServiceReconciler
-from support.custom_resources import CustomResources
+from support.custom_resources import CustomResources, Manifest
 from support.manifests import inference_runtime, llmservice
 
-from .cluster import read
+from .cluster import patch, read
 
 pytestmark = pytest.mark.integration
 
@@ -36,37 +36,30 @@ def test_hand_edits_of_operator_fields_are_reverted(
     namespace: str,
     reconciled: LLMServiceReconciler,
 ) -> None:
-    apps = k8s_client.AppsV1Api(api_client)
-    edit = {"field_manager": "kubectl-edit"}
-    k8s_client.PolicyV1Api(api_client).patch_namespaced_pod_disruption_budget(
-        "held-gateway",
-        namespace,
-        {"spec": {"minAvailable": 2}},
-        **edit,
-    )
-    apps.patch_namespaced_deployment("held-gateway", namespace, {"spec": {"replicas": 7}}, **edit)
-    apps.patch_namespaced_deployment(
-        "held-scaler",
-        namespace,
-        {"spec": {"template": {"spec": {"automountServiceAccountToken": True}}}},
-        **edit,
-    )
-    k8s_client.CoreV1Api(api_client).patch_namespaced_service(
-        "held-backend", namespace, {"metadata": {"labels": {"app.kubernetes.io/name": "x"}}}, **edit
-    )
-    k8s_client.CustomObjectsApi(api_client).patch_namespaced_custom_object(
-        "keda.sh",
-        "v1alpha1",
-        namespace,
-        "scaledobjects",
-        "held",
-        {"spec": {"maxReplicaCount": 9, "cooldownPeriod": 1}},
-        **edit,
-    )
+    relabel = {"metadata": {"labels": {"app.kubernetes.io/name": "x"}}}
+    hand_edits: list[tuple[str, str, str, Manifest]] = [
+        ("policy/v1", "PodDisruptionBudget", "held-gateway", {"spec": {"minAvailable": 2}}),
+        ("apps/v1", "Deployment", "held-gateway", {"spec": {"replicas": 7}}),
+        (
+            "apps/v1",
+            "Deployment",
+            "held-scaler",
+            {"spec": {"template": {"spec": {"automountServiceAccountToken": True}}}},
+        ),
+        ("v1", "Service", "held-backend", relabel),
+        (
+            "keda.sh/v1alpha1",
+            "ScaledObject",
+            "held",
+            {"spec": {"maxReplicaCount": 9, "cooldownPeriod": 1}},
+        ),
+    ]
+    for api_version, kind, name, changes in hand_edits:
+        patch(api_client, api_version, kind, namespace, name, changes, field_manager="kubectl-edit")
 
     reconciled.reconcile((namespace, "held"))
 
-    def live(api_version: str, kind: str, name: str) -> dict:  # type: ignore[type-arg]
+    def live(api_version: str, kind: str, name: str) -> Manifest:
         return dict(read(api_client, api_version, kind, namespace, name))
 
     assert live("policy/v1", "PodDisruptionBudget", "held-gateway")["spec"]["minAvailable"] == 1
@@ -91,4 +84,4 @@ def test_backend_replicas_set_by_the_autoscaler_are_left_alone(
 
     reconciled.reconcile((namespace, "held"))
 
-    assert apps.read_namespaced_deployment("held", namespace).spec.replicas == 3
+    assert read(api_client, "apps/v1", "Deployment", namespace, "held")["spec"]["replicas"] == 3

@@ -16,7 +16,7 @@ from noctaya.k8s.reconciler import LLMServiceReconciler
 from support.custom_resources import CustomResources, Manifest
 from support.manifests import inference_runtime, llmservice
 
-from .cluster import condition_values, read
+from .cluster import condition_values, create, patch, read
 
 pytestmark = pytest.mark.integration
 
@@ -30,6 +30,10 @@ EXTRAS = (
 
 def extras(api_client: k8s_client.ApiClient, namespace: str, svc: str) -> list[Manifest | None]:
     return [read(api_client, v, kind, namespace, svc + suffix) for v, kind, suffix in EXTRAS]
+
+
+def versions(objects: list[Manifest | None]) -> list[str]:
+    return [obj["metadata"]["resourceVersion"] for obj in objects if obj is not None]
 
 
 def token_of(api_client: k8s_client.ApiClient, namespace: str, svc: str) -> str:
@@ -104,16 +108,22 @@ def test_back_to_one_gateway_leaves_same_named_objects_it_does_not_control(
         ]
 
     selector = {"matchLabels": {"app": "someone-else"}}
-    policy = k8s_client.PolicyV1Api(api_client)
-    apps = k8s_client.AppsV1Api(api_client)
-    core = k8s_client.CoreV1Api(api_client)
-    policy.create_namespaced_pod_disruption_budget(  # nobody's
-        namespace,
-        {"metadata": {"name": "edge-gateway"}, "spec": {"minAvailable": 2, "selector": selector}},
-    )
-    apps.create_namespaced_deployment(  # refers to the service, but as a plain owner
+    create(  # nobody's
+        api_client,
         namespace,
         {
+            "apiVersion": "policy/v1",
+            "kind": "PodDisruptionBudget",
+            "metadata": {"name": "edge-gateway"},
+            "spec": {"minAvailable": 2, "selector": selector},
+        },
+    )
+    create(  # refers to the service, but as a plain owner
+        api_client,
+        namespace,
+        {
+            "apiVersion": "apps/v1",
+            "kind": "Deployment",
             "metadata": {
                 "name": "edge-scaler",
                 "ownerReferences": reference(service, controller=False),
@@ -127,9 +137,12 @@ def test_back_to_one_gateway_leaves_same_named_objects_it_does_not_control(
             },
         },
     )
-    core.create_namespaced_secret(  # controlled by another LLMService
+    create(  # controlled by another LLMService
+        api_client,
         namespace,
         {
+            "apiVersion": "v1",
+            "kind": "Secret",
             "metadata": {
                 "name": "edge-demand-auth",
                 "ownerReferences": reference(other, controller=True),
@@ -137,13 +150,13 @@ def test_back_to_one_gateway_leaves_same_named_objects_it_does_not_control(
             "stringData": {"token": "x" * 40},
         },
     )
-    before = [obj["metadata"]["resourceVersion"] for obj in extras(api_client, namespace, "edge")]
+    before = versions(extras(api_client, namespace, "edge"))
 
     make_reconciler(gateway_replicas=1).reconcile((namespace, "edge"))
 
     after = extras(api_client, namespace, "edge")
     assert all(after), "an object this service does not control was deleted"
-    assert [obj["metadata"]["resourceVersion"] for obj in after] == before
+    assert versions(after) == before
     status = resources.get("LLMService", "edge", namespace)["status"]
     assert condition_values(status)["Degraded"][:2] == ("False", "Inactive")
 
@@ -155,9 +168,8 @@ def test_several_gateways_refuse_a_demand_secret_of_somebody_else(
     make_reconciler: MakeReconciler,
     status_of: Callable[[str, str], Manifest],
 ) -> None:
-    k8s_client.CoreV1Api(api_client).create_namespaced_secret(
-        namespace, {"metadata": {"name": "edge-demand-auth"}, "stringData": {"token": "y" * 43}}
-    )
+    secret = {"apiVersion": "v1", "kind": "Secret", "metadata": {"name": "edge-demand-auth"}}
+    create(api_client, namespace, {**secret, "stringData": {"token": "y" * 43}})
 
     with pytest.raises(NoctayaError) as failure:
         make_reconciler(gateway_replicas=2).reconcile((namespace, "edge"))
@@ -199,8 +211,7 @@ def test_a_malformed_owned_demand_secret_fails_closed_and_is_not_repaired(
 ) -> None:
     several = make_reconciler(gateway_replicas=2)
     several.reconcile((namespace, "edge"))
-    core = k8s_client.CoreV1Api(api_client)
-    broken = core.patch_namespaced_secret("edge-demand-auth", namespace, {"data": data})
+    broken = patch(api_client, "v1", "Secret", namespace, "edge-demand-auth", {"data": data})
 
     with pytest.raises(NoctayaError) as failure:
         several.reconcile((namespace, "edge"))
@@ -212,5 +223,5 @@ def test_a_malformed_owned_demand_secret_fails_closed_and_is_not_repaired(
         "DemandAuthentication",
         message,
     )
-    live = core.read_namespaced_secret("edge-demand-auth", namespace)
-    assert live.metadata.resource_version == broken.metadata.resource_version
+    live = read(api_client, "v1", "Secret", namespace, "edge-demand-auth")
+    assert live["metadata"]["resourceVersion"] == broken["metadata"]["resourceVersion"]

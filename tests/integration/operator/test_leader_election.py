@@ -6,7 +6,6 @@ from __future__ import annotations
 
 import secrets
 from collections.abc import Callable
-from typing import Any
 
 import pytest
 from kubernetes import client as k8s_client
@@ -14,7 +13,7 @@ from noctaya.k8s.runtime import LeaderElectionConfig
 from support.custom_resources import CustomResources
 from support.manifests import inference_runtime, llmservice
 
-from .cluster import eventually
+from .cluster import eventually, read, reconciled
 from .conftest import RunningController
 
 pytestmark = pytest.mark.integration
@@ -22,13 +21,9 @@ pytestmark = pytest.mark.integration
 StartController = Callable[..., RunningController]
 
 
-def reconciled(resources: CustomResources, namespace: str, name: str) -> Any:
-    return resources.get("LLMService", name, namespace).get("status") or None
-
-
 def holder(api_client: k8s_client.ApiClient, namespace: str, lease: str) -> str | None:
-    spec = k8s_client.CoordinationV1Api(api_client).read_namespaced_lease(lease, namespace).spec
-    return spec.holder_identity or None
+    found = read(api_client, "coordination.k8s.io/v1", "Lease", namespace, lease)
+    return (found["spec"].get("holderIdentity") or None) if found else None
 
 
 @pytest.mark.parametrize(

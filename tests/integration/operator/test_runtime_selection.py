@@ -13,7 +13,7 @@ from noctaya.k8s.reconciler import LLMServiceReconciler
 from support.custom_resources import CustomResources, Manifest
 from support.manifests import inference_runtime, llmservice
 
-from .cluster import condition_values, read
+from .cluster import condition_values, read, runtimes
 
 pytestmark = pytest.mark.integration
 
@@ -25,10 +25,7 @@ def add_runtime(
     api_client: k8s_client.ApiClient, resources: CustomResources, namespace: str
 ) -> Iterator[AddRuntime]:
     """Create InferenceRuntimes for one scenario, and only those: selection lists the cluster."""
-    leftovers = k8s_client.CustomObjectsApi(api_client).list_cluster_custom_object(
-        "serving.noctaya.io", "v1alpha1", "inferenceruntimes"
-    )
-    assert leftovers["items"] == [], "vendor selection needs a cluster without other runtimes"
+    assert runtimes(api_client) == [], "vendor selection needs a cluster without other runtimes"
     created: list[str] = []
 
     def add(suffix: str, vendor: str, priority: int = 0) -> str:

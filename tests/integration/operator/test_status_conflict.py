@@ -14,6 +14,8 @@ from noctaya.k8s.status_writer import DesiredStatus, StatusWriter
 from support.custom_resources import CustomResources, Manifest
 from support.manifests import inference_runtime, llmservice
 
+from .cluster import patch
+
 pytestmark = pytest.mark.integration
 
 
@@ -29,7 +31,6 @@ def test_spec_edit_racing_the_status_write_is_kept_and_status_reports_the_genera
     resources.create(inference_runtime(runtime_name))
     created = resources.create(llmservice("racy", {"runtime": {"name": runtime_name}}), namespace)
     seen = created["metadata"]["generation"]
-    custom = k8s_client.CustomObjectsApi(api_client)
     computed: list[LLMServiceStatus] = []
     write = StatusWriter.write
 
@@ -38,14 +39,8 @@ def test_spec_edit_racing_the_status_write_is_kept_and_status_reports_the_genera
     ) -> object:
         def racing(previous: LLMServiceStatus) -> LLMServiceStatus:
             if not computed:  # between the writer's read and its write
-                custom.patch_namespaced_custom_object(
-                    "serving.noctaya.io",
-                    "v1alpha1",
-                    ns,
-                    "llmservices",
-                    name,
-                    {"metadata": {"labels": {"team": "search"}}, "spec": {"scaling": {"max": 4}}},
-                )
+                edit = {"metadata": {"labels": {"team": "search"}}, "spec": {"scaling": {"max": 4}}}
+                patch(api_client, "serving.noctaya.io/v1alpha1", "LLMService", ns, name, edit)
             computed.append(desired(previous))
             return computed[-1]
 
