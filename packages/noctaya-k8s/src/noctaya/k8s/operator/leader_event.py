@@ -48,9 +48,8 @@ def record_became_leader(resolver: ResourceResolver, config: LeaderElectionConfi
         "count": 1,
     }
     try:
-        resolver.dynamic_client().create(
-            resolver.resolve(CORE_EVENT), body=event, namespace=config.namespace
-        )
+        events = resolver.resolve(CORE_EVENT)
+        resolver.dynamic_client().create(events, body=event, namespace=config.namespace)  # type: ignore[no-untyped-call]
     except Exception as error:
         log.warning("could not record the leader election event: %s", describe_error(error))
 

@@ -113,7 +113,13 @@ def server_tls(cert_dir: str, cert_name: str, key_name: str) -> ssl.SSLContext:
     """TLS 1.2+ with the certificate in `cert_dir`, HTTP/1.1 only."""
     context = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
     context.minimum_version = ssl.TLSVersion.TLSv1_2
-    context.load_cert_chain(Path(cert_dir) / cert_name, Path(cert_dir) / key_name)
+    cert, key = Path(cert_dir) / cert_name, Path(cert_dir) / key_name
+    try:
+        context.load_cert_chain(cert, key)
+    except OSError as error:  # ssl.SSLError included
+        reason = error.strerror or str(error)
+        message = f"cannot load the metrics certificate {cert} and key {key}: {reason}"
+        raise OSError(message) from error
     context.set_alpn_protocols(["http/1.1"])
     return context
 
