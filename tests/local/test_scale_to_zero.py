@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import os
 import re
 import signal
 import socket
@@ -170,3 +171,21 @@ def test_a_busy_engine_port_is_reported_before_anything_starts(
     ) in local.log()
     assert local.count(log_lines.GATEWAY_STARTED_RE) == 0
     assert "Traceback" not in local.log()
+
+
+def test_a_gateway_that_dies_ends_local_mode_with_exit_1_and_stops_the_engine(
+    tmp_path: Path, start_local: StartLocal
+) -> None:
+    service = service_doc(endpoint={"coldStart": {"mode": "reject"}})
+    local = start_local(write_manifest(tmp_path / "svc.yaml", runtime_doc(free_port()), service))
+    url = local.url()
+    gateway = int(local.wait_for(log_lines.GATEWAY_STARTED_RE)["pid"])
+    with httpx.Client(timeout=30) as client:
+        assert client.post(f"{url}/chat/completions", json=CHAT).status_code == 503
+    engine = int(local.wait_for(log_lines.ENGINE_STARTED_RE)["pid"])
+
+    os.kill(gateway, signal.SIGKILL)
+
+    assert local.exit_code() == 1
+    assert "the gateway exited unexpectedly (killed by SIGKILL)" in local.log()
+    assert not pid_exists(engine)

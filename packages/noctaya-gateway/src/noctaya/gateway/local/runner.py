@@ -59,7 +59,10 @@ class _GatewayAddresses:
 
 
 async def run_local(plan: LocalPlan, listen_addr: str, environ: Mapping[str, str]) -> int:
-    """Serve until SIGINT/SIGTERM (exit code 0) or a failure (LocalRunError / exit code 1)."""
+    """Serve until SIGINT/SIGTERM (exit code 0) or a failure (exit code 1, logged).
+
+    Raises LocalRunError only for what is found wrong before anything starts.
+    """
     gateway_argv = _gateway_argv()
     _check_engine_port_free(plan.engine.port)
     loop = asyncio.get_running_loop()
@@ -100,6 +103,9 @@ async def run_local(plan: LocalPlan, listen_addr: str, environ: Mapping[str, str
             autoscale(active_states(scaler_addr, ref), replica, plan.autoscaling)
         )
         return await _serve(gateway, scaling, stop)
+    except LocalRunError as error:
+        log.error("%s", error)  # before the shutdown lines, where it happened
+        return 1
     finally:
         if scaling is not None:
             scaling.cancel()

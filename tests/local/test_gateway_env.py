@@ -1,0 +1,64 @@
+"""Local mode configures the gateway as the operator does: same names, order and value forms."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+from noctaya.core.plan.identity import ServiceIdentity
+from noctaya.gateway.config import ColdStartMode, load_config
+from noctaya.gateway.local.gateway_env import gateway_env
+from noctaya.gateway.local.manifest import load_manifest
+from noctaya.gateway.local.plan import plan_local
+from noctaya.k8s.render.gateway_env import gateway_env as operator_gateway_env
+
+from .support import runtime_doc, service_doc, write_manifest
+
+ADDRESSES = {"NOCTAYA_BACKEND_URL", "NOCTAYA_LISTEN_ADDR", "NOCTAYA_SCALER_LISTEN_ADDR"}
+EXAMPLE = Path(__file__).resolve().parents[2] / "examples" / "local" / "engine-stub.yaml"
+
+
+@pytest.mark.parametrize(
+    "endpoint",
+    [
+        {},
+        {"maxQueue": 7, "coldStart": {"mode": "reject"}},
+        {"coldStart": {"mode": "keepalive", "heartbeatInterval": "1500ms"}},
+    ],
+)
+def test_local_gateway_env_matches_the_operators_apart_from_addresses(
+    tmp_path: Path, endpoint: dict[str, object]
+) -> None:
+    service = service_doc(endpoint=endpoint)
+    manifest = write_manifest(tmp_path / "svc.yaml", runtime_doc(18000), service)
+    plan = plan_local(load_manifest(manifest))
+    local = gateway_env(plan, "127.0.0.1:8080")
+    operator = operator_gateway_env(ServiceIdentity("svc", "default"), plan.gateway)
+    assert list(local) == [item["name"] for item in operator]
+    for item in operator:
+        if item["name"] not in ADDRESSES:
+            assert local[item["name"]] == item["value"], item["name"]
+
+
+def test_the_gateway_reads_the_example_service_settings_from_local_env() -> None:
+    plan = plan_local(load_manifest(EXAMPLE))
+    config = load_config(gateway_env(plan, "127.0.0.1:0"))
+    assert config.backend_url == "http://127.0.0.1:18000"
+    assert config.listen_addr == "127.0.0.1:0"
+    assert config.scaler_listen_addr == "127.0.0.1:0"
+    assert config.max_queue == 10
+    assert config.coldstart_mode is ColdStartMode.KEEPALIVE
+    assert config.heartbeat_interval == 1.0
+    assert config.activation_timeout == 60.0
+    assert plan.autoscaling.cooldown_seconds == 3
+    assert plan.engine.argv[1:] == ("--model=Qwen/Qwen3-0.6B", "--served-model-name=demo")
+    assert plan.engine.argv[0].endswith("noctaya-engine-stub")
+
+
+def test_an_api_key_file_configures_gateway_auth(tmp_path: Path) -> None:
+    key = tmp_path / "api-key"
+    key.write_text("s3cret\n", encoding="utf-8")
+    auth = {"authentication": {"secretRef": {"name": "client-key", "key": "api-key"}}}
+    manifest = write_manifest(tmp_path / "svc.yaml", runtime_doc(18000), service_doc(endpoint=auth))
+    plan = plan_local(load_manifest(manifest), api_key_file=str(key))
+    assert load_config(gateway_env(plan, "127.0.0.1:0")).client_api_key_file == str(key)
