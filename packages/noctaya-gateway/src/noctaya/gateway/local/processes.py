@@ -103,8 +103,9 @@ async def _relay(
         if not raw:
             return
         line = raw.decode("utf-8", errors="replace").rstrip("\r\n")
-        sys.stderr.write(f"[{name}] {line}\n")
-        sys.stderr.flush()
+        with contextlib.suppress(OSError):  # keep draining: a full pipe would stall the child
+            sys.stderr.write(f"[{name}] {line}\n")
+            sys.stderr.flush()
         if on_line is not None:
             on_line(line)
 
