@@ -15,7 +15,6 @@ from noctaya.k8s.reconciler import LLMServiceReconciler, OperatorSettings
 from noctaya.k8s.render.labels import LLMSERVICE, MANAGED_BY, MANAGER, RUNTIME
 from noctaya.k8s.runtime.handlers import Mapper, controller_owner, generation_changed
 from noctaya.k8s.runtime.manager import Manager, ManagerOptions
-from noctaya.k8s.runtime.resources import ResourceResolver
 from noctaya.k8s.runtime.store import KubeObject, ObjectKey, Store, object_key
 
 MANAGED = f"{MANAGED_BY}={MANAGER}"
@@ -78,6 +77,6 @@ def build_controller(
         label_selector=BACKEND_PODS,
     )
     reconciler = LLMServiceReconciler(
-        ResourceResolver(manager.api_client), vendors or VendorRegistry.discover(), settings
+        manager.resolver, vendors or VendorRegistry.discover(), settings
     )
     return manager, reconciler
