@@ -141,7 +141,13 @@ def test_operator_with_only_its_rbac_reconciles_a_service_then_stops_cleanly_on_
     assert all({"level", "ts", "logger", "msg"} <= entry.keys() for entry in entries)
     reconciled = [e for e in entries if e["msg"] == RECONCILED and e.get("llmservice")]
     assert f"{namespace}/qwen" in {e["llmservice"] for e in reconciled}
-    assert not [e for e in entries if e["level"] == "error"], operator.log_text()
+    # The session's cluster holds other tests' services too (some broken on purpose): judge
+    # only this namespace's reconciles, and the watches, which fail if the RBAC falls short.
+    failed = [e for e in entries if e["level"] == "error" and f"{namespace}/" in e["msg"]]
+    watch_trouble = [
+        e for e in entries if e["logger"].endswith(".informer") and e["level"] == "warning"
+    ]
+    assert not failed + watch_trouble, operator.log_text()
     assert [e["msg"] for e in entries][-1] == "stopped"
 
 
