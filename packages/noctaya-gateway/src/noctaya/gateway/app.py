@@ -11,7 +11,6 @@ import time
 from collections.abc import AsyncIterable
 from typing import Any
 
-import aiohttp
 from noctaya.core.scaling import ActivationLease
 from noctaya.gateway.activation import ActivationWatcher
 from noctaya.gateway.auth import ApiKeyAuth, AuthResult
@@ -37,6 +36,7 @@ from noctaya.gateway.responses import (
     send_error,
     sse_error_frame,
 )
+from noctaya.gateway.upstream import UpstreamPool
 
 WHOLE_BODY_BELOW = 64 * 1024
 """Bodies up to this size are read before forwarding (sent with a known length, cheaply);
@@ -49,7 +49,7 @@ class GatewayApp:
     def __init__(
         self,
         config: GatewayConfig,
-        session: aiohttp.ClientSession,
+        pool: UpstreamPool,
         *,
         feed: DemandFeed | None = None,
         metrics: GatewayMetrics | None = None,
@@ -60,12 +60,9 @@ class GatewayApp:
         lease = ActivationLease(config.activation_timeout, time.monotonic, config.ready_grace)
         self.demand = DemandTracker(lease, self.feed, self.metrics, config.max_queue)
         self._auth = ApiKeyAuth(config.client_api_key_file) if config.client_api_key_file else None
-        self._upstream = Upstream(
-            session, config.backend_url, self.metrics, strip_authorization=self._auth is not None
-        )
+        self._upstream = Upstream(pool, self.metrics, strip_authorization=self._auth is not None)
         self.readiness = ReadinessProbe(
-            session,
-            self._upstream.health_url,
+            pool,
             interval=config.readiness_interval,
             timeout=config.readiness_timeout,
         )

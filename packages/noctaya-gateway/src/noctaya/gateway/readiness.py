@@ -12,23 +12,22 @@ import contextlib
 import time
 from collections.abc import Callable
 
-import aiohttp
+from noctaya.gateway.upstream import UpstreamError, UpstreamPool
 
 
 class ReadinessProbe:
     def __init__(
         self,
-        session: aiohttp.ClientSession,
-        health_url: str,
+        pool: UpstreamPool,
         *,
         interval: float = 0.5,
         timeout: float = 2.0,
         clock: Callable[[], float] = time.monotonic,
     ) -> None:
-        self._session = session
-        self._url = health_url
+        self._pool = pool
+        self._target = pool.path_prefix + b"/health"
         self._interval = interval
-        self._timeout = aiohttp.ClientTimeout(total=timeout)
+        self._timeout = timeout
         self._clock = clock
         self._ready = False
         self._fresh_until = float("-inf")
@@ -55,10 +54,13 @@ class ReadinessProbe:
     async def _probe(self) -> bool:
         ready = False
         try:
-            async with self._session.get(self._url, timeout=self._timeout) as response:
+            async with (
+                asyncio.timeout(self._timeout),
+                self._pool.exchange("GET", self._target, []) as response,
+            ):
                 await response.read()
                 ready = response.status == 200
-        except (aiohttp.ClientError, OSError, TimeoutError):
+        except UpstreamError:
             ready = False
         finally:
             self._ready = ready

@@ -14,7 +14,6 @@ import socket
 from collections.abc import Mapping
 from typing import Any
 
-import aiohttp
 from hypercorn.asyncio import serve
 from hypercorn.config import Config as HypercornConfig
 from noctaya.gateway import h2_late_data
@@ -23,7 +22,8 @@ from noctaya.gateway.app import GatewayApp
 from noctaya.gateway.config import GatewayConfig
 from noctaya.gateway.demand_feed import DemandFeed
 from noctaya.gateway.metrics import GatewayMetrics
-from noctaya.gateway.proxy import UpstreamAborted, create_session
+from noctaya.gateway.proxy import UpstreamAborted
+from noctaya.gateway.upstream import UpstreamPool
 
 log = logging.getLogger("noctaya.gateway")
 SCALER_STOP_GRACE = 1.0
@@ -98,7 +98,7 @@ class GatewayServer:
         self.port = 0
         self.scaler: Any = None
         self.reporter: asyncio.Task[None] | None = None
-        self._session: aiohttp.ClientSession | None = None
+        self._pool: UpstreamPool | None = None
         self._stopping = asyncio.Event()
         self.stopped = False
         self._serving: asyncio.Task[None] | None = None
@@ -108,8 +108,8 @@ class GatewayServer:
         h2_late_data.install()
         sock = listen_socket(self.config.listen_addr)
         self.port = sock.getsockname()[1]
-        self._session = create_session()
-        self.app = GatewayApp(self.config, self._session, feed=self.feed, metrics=self.metrics)
+        self._pool = UpstreamPool(self.config.backend_url)
+        self.app = GatewayApp(self.config, self._pool, feed=self.feed, metrics=self.metrics)
         hc = hypercorn_config(self.config, sock)
         sock.detach()  # hypercorn owns the descriptor from here
         self._serving = asyncio.get_running_loop().create_task(
@@ -173,8 +173,8 @@ class GatewayServer:
                 log.exception("demand reporter failed")
         if self.app is not None:
             await self.app.close()
-        if self._session is not None:
-            await self._session.close()
+        if self._pool is not None:
+            await self._pool.close()
 
     async def wait(self) -> None:
         """Until the HTTP server ends (after `stop()` or on a fatal server error)."""

@@ -1,0 +1,230 @@
+"""Run every gateway measurement in one go and print the tables.
+
+    .venv/bin/python -m benchmarks.gateway [--seconds 5] [--hold 1000]
+
+Non-streaming: `wrk` posts a 60-byte chat completion at concurrency 1, 64 and 256, straight at
+the engine stub and through the gateway (tokens=1, no token delay: the engine costs almost
+nothing, so the difference is the gateway). The same load through bare reference proxies shows
+what the upstream client alone costs. Streams: 20 tokens 10 ms apart, the added time to first
+token and the added gap between tokens. Memory: the gateway's RSS idle and while holding cold
+keepalive streams (the backend never becomes ready, so they live on heartbeats).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import subprocess
+import sys
+import time
+import urllib.request
+
+from benchmarks.gateway import procs, wrk
+
+PATH = "/v1/chat/completions"
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(prog="python -m benchmarks.gateway")
+    parser.add_argument("--seconds", type=float, default=5.0, help="per wrk point")
+    parser.add_argument("--concurrency", default="1,64,256")
+    parser.add_argument("--streams", type=int, default=400)
+    parser.add_argument("--stream-concurrency", type=int, default=16)
+    parser.add_argument("--hold", type=int, default=1000, help="cold streams to hold")
+    args = parser.parse_args()
+    if not wrk.available():
+        print("this benchmark drives load with wrk: apt-get install wrk", file=sys.stderr)
+        return 1
+    levels = [int(c) for c in args.concurrency.split(",")]
+    _print_table(
+        "Non-streaming chat completions (wrk, 60-byte body, keep-alive)",
+        (
+            "concurrency",
+            "direct req/s",
+            "gateway req/s",
+            "ratio",
+            "direct p50/p99 ms",
+            "gateway p50/p99 ms",
+            "added p50 ms",
+            "errors",
+        ),
+        _non_streaming(levels, args.seconds),
+    )
+    _print_table(
+        "Upstream client choice (bare hypercorn+uvloop proxy, c=64)",
+        ("proxy", "req/s", "p50 ms", "p99 ms", "errors"),
+        _client_choice(args.seconds),
+    )
+    _print_table(
+        f"Streams ({args.streams} x 20 tokens, 10 ms apart, {args.stream_concurrency} at once)",
+        ("path", "TTFT p50 ms", "TTFT p99 ms", "gap mean ms", "gap p99 ms", "errors"),
+        _streams(args.streams, args.stream_concurrency),
+    )
+    _print_table(
+        "Gateway memory",
+        ("state", "RSS MiB", "errors"),
+        _memory(args.hold),
+    )
+    return 0
+
+
+def _non_streaming(levels: list[int], seconds: float) -> list[tuple[object, ...]]:
+    engine = procs.engine()
+    gateway = procs.gateway(engine.url)
+    rows: list[tuple[object, ...]] = []
+    try:
+        for target in (engine, gateway):
+            wrk.run(target.url + PATH, 8, 1)  # warm both paths up
+        for concurrency in levels:
+            direct = wrk.run(engine.url + PATH, concurrency, seconds)
+            via = wrk.run(gateway.url + PATH, concurrency, seconds)
+            rows.append(
+                (
+                    concurrency,
+                    f"{direct.rps:,.0f}",
+                    f"{via.rps:,.0f}",
+                    f"{via.rps / direct.rps:.0%}",
+                    f"{direct.p50_ms:.2f} / {direct.p99_ms:.2f}",
+                    f"{via.p50_ms:.2f} / {via.p99_ms:.2f}",
+                    f"{via.p50_ms - direct.p50_ms:.2f}",
+                    direct.errors + via.errors,
+                )
+            )
+    finally:
+        gateway.stop()
+        engine.stop()
+    return rows
+
+
+def _client_choice(seconds: float) -> list[tuple[object, ...]]:
+    engine = procs.engine()
+    rows: list[tuple[object, ...]] = []
+    try:
+        gateway = procs.gateway(engine.url)
+        candidates = [("noctaya gateway (aiohttp)", gateway)]
+        candidates += [
+            (f"bare {c}", procs.reference_proxy(c, engine.url)) for c in ("aiohttp", "httpx")
+        ]
+        try:
+            for name, proxy in candidates:
+                wrk.run(proxy.url + PATH, 8, 1)
+                result = wrk.run(proxy.url + PATH, 64, seconds)
+                rows.append(
+                    (
+                        name,
+                        f"{result.rps:,.0f}",
+                        f"{result.p50_ms:.2f}",
+                        f"{result.p99_ms:.2f}",
+                        result.errors,
+                    )
+                )
+        finally:
+            for _, proxy in candidates:
+                proxy.stop()
+    finally:
+        engine.stop()
+    return rows
+
+
+def _streams(count: int, concurrency: int) -> list[tuple[object, ...]]:
+    engine = procs.engine(STUB_TOKEN_COUNT="20", STUB_TOKEN_DELAY="10ms")
+    gateway = procs.gateway(engine.url)
+    rows: list[tuple[object, ...]] = []
+    try:
+        reports = {}
+        for name, target in (("direct", engine), ("gateway", gateway)):
+            _stream_load("measure", target.url, str(max(concurrency, 16)), str(concurrency))
+            reports[name] = json.loads(
+                _stream_load("measure", target.url, str(count), str(concurrency))
+            )
+        for name, report in reports.items():
+            rows.append(
+                (
+                    name,
+                    f"{report['ttft_p50_ms']:.2f}",
+                    f"{report['ttft_p99_ms']:.2f}",
+                    f"{report['gap_mean_ms']:.2f}",
+                    f"{report['gap_p99_ms']:.2f}",
+                    report["errors"],
+                )
+            )
+        direct, via = reports["direct"], reports["gateway"]
+        rows.append(
+            (
+                "added by gateway",
+                f"{via['ttft_p50_ms'] - direct['ttft_p50_ms']:.2f}",
+                f"{via['ttft_p99_ms'] - direct['ttft_p99_ms']:.2f}",
+                f"{via['gap_mean_ms'] - direct['gap_mean_ms']:.2f}",
+                f"{via['gap_p99_ms'] - direct['gap_p99_ms']:.2f}",
+                "",
+            )
+        )
+    finally:
+        gateway.stop()
+        engine.stop()
+    return rows
+
+
+def _memory(hold: int) -> list[tuple[object, ...]]:
+    # A backend that never answers: every request is a cold keepalive stream.
+    gateway = procs.gateway(f"http://127.0.0.1:{procs.free_port()}")
+    rows: list[tuple[object, ...]] = []
+    try:
+        time.sleep(1)
+        rows.append(("idle", f"{gateway.rss_mib():.1f}", ""))
+        holder = subprocess.Popen(
+            [sys.executable, "-m", "benchmarks.gateway.streams", "hold", gateway.url, str(hold)],
+            stdin=subprocess.PIPE,
+            stdout=subprocess.PIPE,
+            text=True,
+        )
+        assert holder.stdout is not None
+        assert holder.stdin is not None
+        line = holder.stdout.readline().split()  # "held <n> errors <e>"
+        pending = _gauge(gateway.url, "noctaya_gateway_pending")
+        time.sleep(2)
+        rows.append(
+            (
+                f"holding {line[1]} cold streams (pending={pending:.0f})",
+                f"{gateway.rss_mib():.1f}",
+                line[3],
+            )
+        )
+        holder.stdin.close()
+        holder.wait(60)
+    finally:
+        gateway.stop()
+    return rows
+
+
+def _stream_load(*args: str) -> str:
+    return subprocess.run(
+        [sys.executable, "-m", "benchmarks.gateway.streams", *args],
+        capture_output=True,
+        text=True,
+        check=True,
+        timeout=600,
+    ).stdout
+
+
+def _gauge(url: str, name: str) -> float:
+    with urllib.request.urlopen(url + "/metrics", timeout=5) as reply:
+        for line in reply.read().decode().splitlines():
+            if line.startswith(name + " "):
+                return float(line.split()[1])
+    return float("nan")
+
+
+def _print_table(title: str, headers: tuple[str, ...], rows: list[tuple[object, ...]]) -> None:
+    cells = [list(headers), *[[str(v) for v in row] for row in rows]]
+    widths = [max(len(row[i]) for row in cells) for i in range(len(headers))]
+    print(f"\n{title}")
+    for index, row in enumerate(cells):
+        print("  ".join(cell.rjust(width) for cell, width in zip(row, widths, strict=True)))
+        if index == 0:
+            print("  ".join("-" * width for width in widths))
+    sys.stdout.flush()
+
+
+if __name__ == "__main__":
+    sys.exit(main())

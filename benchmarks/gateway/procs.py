@@ -1,0 +1,92 @@
+"""Starting the measured processes (engine stub, gateway, reference proxies) and reading RSS."""
+
+from __future__ import annotations
+
+import os
+import re
+import socket
+import subprocess
+import sys
+import time
+import urllib.request
+from dataclasses import dataclass
+from pathlib import Path
+
+BIN = Path(sys.executable).parent
+
+
+def free_port() -> int:
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        return int(probe.getsockname()[1])
+
+
+@dataclass
+class Process:
+    popen: subprocess.Popen[bytes]
+    url: str
+
+    def rss_mib(self) -> float:
+        status = Path(f"/proc/{self.popen.pid}/status").read_text()
+        match = re.search(r"^VmRSS:\s+(\d+) kB", status, re.MULTILINE)
+        assert match, "no VmRSS"
+        return int(match.group(1)) / 1024
+
+    def stop(self) -> None:
+        if self.popen.poll() is None:
+            self.popen.terminate()
+            try:
+                self.popen.wait(30)
+            except subprocess.TimeoutExpired:
+                self.popen.kill()
+                self.popen.wait()
+
+
+def launch(command: list[str], env: dict[str, str], url: str, ready_path: str) -> Process:
+    """Start `command` and wait until `url + ready_path` answers (any HTTP status)."""
+    popen = subprocess.Popen(
+        command,
+        env={**os.environ, **env},
+        stdout=subprocess.DEVNULL,
+        stderr=None if os.environ.get("BENCH_VERBOSE") else subprocess.DEVNULL,
+    )
+    deadline = time.monotonic() + 30
+    while time.monotonic() < deadline:
+        if popen.poll() is not None:
+            raise RuntimeError(f"{command[0]} exited with {popen.returncode}")
+        try:
+            with urllib.request.urlopen(url + ready_path, timeout=1):
+                return Process(popen, url)
+        except urllib.error.HTTPError:
+            return Process(popen, url)
+        except OSError:
+            time.sleep(0.05)
+    popen.kill()
+    raise RuntimeError(f"{command[0]} did not start")
+
+
+def engine(**env: str) -> Process:
+    port = free_port()
+    settings = {"STUB_LISTEN_ADDR": f"127.0.0.1:{port}", "STUB_TOKEN_DELAY": "0s", **env}
+    url = f"http://127.0.0.1:{port}"
+    return launch([str(BIN / "noctaya-engine-stub")], settings, url, "/metrics")
+
+
+def gateway(backend: str, **env: str) -> Process:
+    port = free_port()
+    settings = {
+        "NOCTAYA_BACKEND_URL": backend,
+        "NOCTAYA_LISTEN_ADDR": f"127.0.0.1:{port}",
+        "NOCTAYA_SCALER_LISTEN_ADDR": f"127.0.0.1:{free_port()}",
+        "NOCTAYA_MAX_QUEUE": "10000",
+        **env,
+    }
+    url = f"http://127.0.0.1:{port}"
+    return launch([str(BIN / "noctaya-gateway")], settings, url, "/healthz")
+
+
+def reference_proxy(client: str, backend: str) -> Process:
+    """A bare hypercorn proxy using `client` upstream: what the choice of client costs."""
+    port = free_port()
+    command = [sys.executable, "-m", "benchmarks.gateway.client_choice", client, str(port), backend]
+    return launch(command, {}, f"http://127.0.0.1:{port}", "/__ping")

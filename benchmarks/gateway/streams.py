@@ -1,0 +1,94 @@
+"""Streaming load generator, run as its own process.
+
+`measure <url> <streams> <concurrency>`: chat completion streams; prints JSON with the
+time to first token and the gaps between tokens, as the client sees them.
+`hold <url> <streams>`: opens that many streams (against a cold backend they stay open on
+heartbeats), prints `held <n> errors <e>` once every head has arrived, and holds them until its
+standard input closes.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import itertools
+import json
+import statistics
+import sys
+import time
+
+import aiohttp
+from noctaya.gateway import process
+
+PATH = "/v1/chat/completions"
+BODY = {"model": "stub", "messages": [{"role": "user", "content": "hi"}], "stream": True}
+
+
+async def _one(session: aiohttp.ClientSession, url: str) -> tuple[float, list[float]]:
+    started = time.perf_counter()
+    arrivals: list[float] = []
+    async with session.post(url + PATH, json=BODY) as response:
+        response.raise_for_status()
+        async for line in response.content:
+            if line.startswith(b"data: {"):
+                arrivals.append(time.perf_counter())
+    if not arrivals:
+        raise RuntimeError("stream without tokens")
+    gaps = [b - a for a, b in itertools.pairwise(arrivals)]
+    return arrivals[0] - started, gaps
+
+
+async def measure(url: str, streams: int, concurrency: int) -> dict[str, float]:
+    limit = asyncio.Semaphore(concurrency)
+    connector = aiohttp.TCPConnector(limit=concurrency)
+    async with aiohttp.ClientSession(connector=connector) as session:
+
+        async def bounded() -> tuple[float, list[float]] | None:
+            async with limit:
+                try:
+                    return await _one(session, url)
+                except (aiohttp.ClientError, RuntimeError):
+                    return None
+
+        results = await asyncio.gather(*(bounded() for _ in range(streams)))
+    good = [r for r in results if r is not None]
+    ttfts = sorted(r[0] * 1000 for r in good)
+    gaps = sorted(g * 1000 for r in good for g in r[1])
+    return {
+        "ttft_p50_ms": statistics.median(ttfts),
+        "ttft_p99_ms": ttfts[int(len(ttfts) * 0.99) - 1],
+        "gap_mean_ms": statistics.fmean(gaps),
+        "gap_p99_ms": gaps[int(len(gaps) * 0.99) - 1],
+        "errors": streams - len(good),
+    }
+
+
+async def hold(url: str, streams: int) -> None:
+    connector = aiohttp.TCPConnector(limit=0)
+    timeout = aiohttp.ClientTimeout(total=None, sock_connect=30)
+    async with aiohttp.ClientSession(connector=connector, timeout=timeout) as session:
+
+        async def open_one() -> aiohttp.ClientResponse | None:
+            try:
+                response = await session.post(url + PATH, json=BODY)
+            except aiohttp.ClientError:
+                return None
+            if response.status != 200 or response.content_type != "text/event-stream":
+                response.close()
+                return None
+            return response
+
+        opened = await asyncio.gather(*(open_one() for _ in range(streams)))
+        held = [r for r in opened if r is not None]
+        print(f"held {len(held)} errors {streams - len(held)}", flush=True)
+        await asyncio.get_running_loop().run_in_executor(None, sys.stdin.read)
+        for response in held:
+            response.close()
+
+
+if __name__ == "__main__":
+    mode, target = sys.argv[1], sys.argv[2]
+    if mode == "measure":
+        report = process.run(measure(target, int(sys.argv[3]), int(sys.argv[4])))
+        print(json.dumps(report))
+    else:
+        process.run(hold(target, int(sys.argv[3])))

@@ -1,0 +1,7 @@
+"""A lean HTTP/1.1 client for the gateway's single backend (see `pool`)."""
+
+from noctaya.gateway.upstream.connection import UpstreamClosed
+from noctaya.gateway.upstream.parser import ProtocolError
+from noctaya.gateway.upstream.pool import UpstreamError, UpstreamPool, UpstreamResponse
+
+__all__ = ["ProtocolError", "UpstreamClosed", "UpstreamError", "UpstreamPool", "UpstreamResponse"]
