@@ -35,22 +35,26 @@ def test_spec_edit_racing_the_status_write_is_kept_and_status_reports_the_genera
     write = StatusWriter.write
 
     def write_while_the_user_edits(
-        writer: StatusWriter, ns: str, name: str, desired: DesiredStatus
+        writer: StatusWriter, seen_object: Manifest, desired: DesiredStatus
     ) -> object:
+        ns, name = seen_object["metadata"]["namespace"], seen_object["metadata"]["name"]
+
         def racing(previous: LLMServiceStatus) -> LLMServiceStatus:
-            if not computed:  # between the writer's read and its write
+            # Call 1 compares with the object the reconcile read; call 2 comes between the
+            # writer's fresh read and its write: the user's edit lands right there.
+            if len(computed) == 1:
                 edit = {"metadata": {"labels": {"team": "search"}}, "spec": {"scaling": {"max": 4}}}
                 patch(api_client, "serving.noctaya.io/v1alpha1", "LLMService", ns, name, edit)
             computed.append(desired(previous))
             return computed[-1]
 
-        return write(writer, ns, name, racing)
+        return write(writer, seen_object, racing)
 
     monkeypatch.setattr(StatusWriter, "write", write_while_the_user_edits)
 
     reconciler.reconcile((namespace, "racy"))
 
-    assert len(computed) == 2, "the conflicting write was retried once on the newest object"
+    assert len(computed) == 3, "the conflicting write was retried once on the newest object"
     live = resources.get("LLMService", "racy", namespace)
     assert live["spec"]["scaling"]["max"] == 4
     assert live["metadata"]["labels"] == {"team": "search"}

@@ -2,6 +2,11 @@
 
 Every object gets a controller owner reference to its LLMService here, in one place, so
 garbage collection removes the whole stack when the service is deleted (no finalizers).
+
+Nothing is written that would not change anything: an applied object carries the hash of what
+was applied, and is applied again only when that request changes or someone edited a field
+Noctaya sets. A hash alone would miss hand edits; a field comparison alone would miss fields
+the request dropped (server-side apply removes them, a comparison cannot see them).
 """
 
 from __future__ import annotations
@@ -12,10 +17,11 @@ from kubernetes.dynamic.exceptions import ConflictError, NotFoundError
 from noctaya.core.create_once import CREATE_ONCE_HASH_ANNOTATION, check_existing, create_once_hash
 from noctaya.core.errors import NoctayaError
 from noctaya.k8s.kinds import kind_of
+from noctaya.k8s.reader import ApiReader, KubeObject, Reader
 from noctaya.k8s.runtime.resources import ResourceKind, ResourceResolver
 
 FIELD_MANAGER = "noctaya-operator"
-KubeObject = dict[str, Any]
+APPLIED_HASH_ANNOTATION = "serving.noctaya.io/applied-hash"
 
 
 def owner_reference(service: KubeObject) -> KubeObject:
@@ -42,30 +48,47 @@ def with_create_once_hash(obj: KubeObject) -> KubeObject:
     return obj
 
 
-class Applier:
-    """The only writer of owned objects; talks to the API server through the DynamicClient."""
+def contains(live: Any, wanted: Any) -> bool:
+    """Whether `live` holds every field of `wanted` (lists element by element, same length).
 
-    def __init__(self, resolver: ResourceResolver) -> None:
+    The server adds defaults and status beside the applied fields; those do not count.
+    """
+    if isinstance(wanted, dict):
+        return isinstance(live, dict) and all(
+            key in live and contains(live[key], value) for key, value in wanted.items()
+        )
+    if isinstance(wanted, list):
+        return (
+            isinstance(live, list)
+            and len(live) == len(wanted)
+            and all(contains(have, want) for have, want in zip(live, wanted, strict=True))
+        )
+    return bool(live == wanted)
+
+
+def _annotation(obj: KubeObject, key: str) -> str | None:
+    return ((obj.get("metadata") or {}).get("annotations") or {}).get(key)
+
+
+class Applier:
+    """The only writer of owned objects; reads current state through a `Reader`."""
+
+    def __init__(self, resolver: ResourceResolver, reader: Reader | None = None) -> None:
         self._resolver = resolver
+        self._reader: Reader = reader or ApiReader(resolver)
 
     def _api(self, kind: ResourceKind) -> tuple[Any, Any]:
         return self._resolver.dynamic_client(), self._resolver.resolve(kind)
 
-    def get(self, kind: ResourceKind, namespace: str, name: str) -> KubeObject | None:
-        client, resource = self._api(kind)
-        try:
-            return dict(client.get(resource, name=name, namespace=namespace).to_dict())
-        except NotFoundError:
-            return None
-
-    def list(self, kind: ResourceKind, namespace: str, label_selector: str) -> list[KubeObject]:
-        client, resource = self._api(kind)
-        items = client.get(resource, namespace=namespace, label_selector=label_selector).items
-        return [dict(item.to_dict()) for item in items]
-
     def apply(self, obj: KubeObject, owner: KubeObject) -> KubeObject:
         """Server-side apply with forced ownership: fields Noctaya sets never drift."""
-        obj["metadata"]["ownerReferences"] = [owner_reference(owner)]
+        meta = obj["metadata"]
+        meta["ownerReferences"] = [owner_reference(owner)]
+        digest = create_once_hash(obj)  # of the freshly rendered request, before the stamp
+        meta.setdefault("annotations", {})[APPLIED_HASH_ANNOTATION] = digest
+        live = self._reader.get(kind_of(obj), meta["namespace"], meta["name"])
+        if live is not None and contains(live, obj):
+            return live
         client, resource = self._api(kind_of(obj))
         applied = client.server_side_apply(
             resource,
@@ -80,12 +103,16 @@ class Applier:
         """Create, or accept an existing object only if this service controls it unchanged."""
         meta = obj["metadata"]
         meta["ownerReferences"] = [owner_reference(owner)]
-        client, resource = self._api(kind_of(obj))
-        try:
-            return dict(client.create(resource, body=obj, namespace=meta["namespace"]).to_dict())
-        except ConflictError:
-            pass
-        live = self.get(kind_of(obj), meta["namespace"], meta["name"])
+        kind = kind_of(obj)
+        live = self._reader.get(kind, meta["namespace"], meta["name"])
+        if live is None:
+            client, resource = self._api(kind)
+            try:
+                return dict(
+                    client.create(resource, body=obj, namespace=meta["namespace"]).to_dict()
+                )
+            except ConflictError:  # exists, but not (yet) in what we read: ask the server
+                live = ApiReader(self._resolver).get(kind, meta["namespace"], meta["name"])
         if live is None:  # deleted between create and get: the retry creates it
             raise NoctayaError(reason, f"resource {meta['namespace']}/{meta['name']} vanished")
         check_existing(
@@ -94,8 +121,8 @@ class Applier:
             name=meta["name"],
             service=owner["metadata"]["name"],
             controlled=controlled_by(live, owner["metadata"]["uid"]),
-            desired_hash=(meta.get("annotations") or {}).get(CREATE_ONCE_HASH_ANNOTATION),
-            live_hash=(live["metadata"].get("annotations") or {}).get(CREATE_ONCE_HASH_ANNOTATION),
+            desired_hash=_annotation(obj, CREATE_ONCE_HASH_ANNOTATION),
+            live_hash=_annotation(live, CREATE_ONCE_HASH_ANNOTATION),
         )
         return live
 
@@ -103,7 +130,7 @@ class Applier:
         self, kind: ResourceKind, namespace: str, name: str, owner_uid: str
     ) -> bool:
         """Delete an object this service controls; leave anybody else's alone, silently."""
-        live = self.get(kind, namespace, name)
+        live = self._reader.get(kind, namespace, name)
         if live is None or not controlled_by(live, owner_uid):
             return False
         client, resource = self._api(kind)

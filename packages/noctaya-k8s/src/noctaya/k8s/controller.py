@@ -11,10 +11,12 @@ from kubernetes.client import ApiClient
 from noctaya.core.api import API_GROUP
 from noctaya.core.plugins import VendorRegistry
 from noctaya.k8s import kinds
+from noctaya.k8s.reader import CachedReader
 from noctaya.k8s.reconciler import LLMServiceReconciler, OperatorSettings
 from noctaya.k8s.render.labels import LLMSERVICE, MANAGED_BY, MANAGER, RUNTIME
 from noctaya.k8s.runtime.handlers import Mapper, controller_owner, generation_changed
 from noctaya.k8s.runtime.manager import Manager, ManagerOptions
+from noctaya.k8s.runtime.resources import ResourceKind
 from noctaya.k8s.runtime.store import KubeObject, ObjectKey, Store, object_key
 
 MANAGED = f"{MANAGED_BY}={MANAGER}"
@@ -54,29 +56,37 @@ def build_controller(
     vendors: VendorRegistry | None = None,
 ) -> tuple[Manager, LLMServiceReconciler]:
     manager = Manager(api_client, options)
-    services = manager.watch(kinds.LLMSERVICE.api_version, kinds.LLMSERVICE.kind)
-    manager.watch(
+    stores: dict[ResourceKind, Store] = {}
+    services = stores[kinds.LLMSERVICE] = manager.watch(
+        kinds.LLMSERVICE.api_version, kinds.LLMSERVICE.kind
+    )
+    stores[kinds.INFERENCE_RUNTIME] = manager.watch(
         kinds.INFERENCE_RUNTIME.api_version,
         kinds.INFERENCE_RUNTIME.kind,
         to_keys=services_using_runtime(services),
     )
     owner = controller_owner(API_GROUP, kinds.LLMSERVICE.kind)
     for kind in _OWNED:
-        manager.watch(kind.api_version, kind.kind, to_keys=owner, label_selector=MANAGED)
-    manager.watch(
+        stores[kind] = manager.watch(
+            kind.api_version, kind.kind, to_keys=owner, label_selector=MANAGED
+        )
+    stores[kinds.SCALED_OBJECT] = manager.watch(
         kinds.SCALED_OBJECT.api_version,
         kinds.SCALED_OBJECT.kind,
         to_keys=owner,
         update_predicate=generation_changed,
         label_selector=MANAGED,
     )
-    manager.watch(
+    stores[kinds.POD] = manager.watch(
         kinds.POD.api_version,
         kinds.POD.kind,
         to_keys=backend_pod_owner,
         label_selector=BACKEND_PODS,
     )
     reconciler = LLMServiceReconciler(
-        manager.resolver, vendors or VendorRegistry.discover(), settings
+        manager.resolver,
+        vendors or VendorRegistry.discover(),
+        settings,
+        reader=CachedReader(stores),
     )
     return manager, reconciler

@@ -48,6 +48,6 @@ class EventRecorder:
         }
         try:
             client = self._resolver.dynamic_client()
-            client.create(self._resolver.resolve(EVENT), body=body, namespace=meta["namespace"])
+            client.create(self._resolver.resolve(EVENT), body=body, namespace=meta["namespace"])  # type: ignore[no-untyped-call]
         except Exception as error:
             _log.warning("could not record event %s: %s", event.reason, error)

@@ -29,9 +29,10 @@ from noctaya.core.runtime_selection import (
 )
 from noctaya.core.status import decide_event, failure_status, success_status
 from noctaya.k8s import kinds
-from noctaya.k8s.apply import Applier, KubeObject
+from noctaya.k8s.apply import Applier
 from noctaya.k8s.events import EventRecorder
 from noctaya.k8s.observe import observe
+from noctaya.k8s.reader import ApiReader, KubeObject, Reader
 from noctaya.k8s.render.labels import backend_pod_selector
 from noctaya.k8s.render.serving import RenderedService, render_serving
 from noctaya.k8s.runtime.resources import KindNotServed, ResourceResolver
@@ -83,10 +84,12 @@ class LLMServiceReconciler:
         vendors: VendorRegistry,
         settings: OperatorSettings,
         *,
+        reader: Reader | None = None,
         now: Callable[[], str] = _now,
     ) -> None:
         self._resolver = resolver
-        self._applier = Applier(resolver)
+        self._reader: Reader = reader or ApiReader(resolver)
+        self._applier = Applier(resolver, self._reader)
         self._status = StatusWriter(resolver)
         self._events = EventRecorder(resolver)
         self._vendors = vendors
@@ -95,7 +98,7 @@ class LLMServiceReconciler:
 
     def reconcile(self, key: tuple[str, str]) -> None:
         namespace, name = key
-        live = self._applier.get(kinds.LLMSERVICE, namespace, name)
+        live = self._reader.get(kinds.LLMSERVICE, namespace, name)
         if live is None:
             return
         progress = _Progress()
@@ -144,7 +147,7 @@ class LLMServiceReconciler:
         pinned = pinned_runtime_name(selection.name, vendors)
         if pinned is not None:
             try:
-                obj = self._applier.get(kinds.INFERENCE_RUNTIME, "", pinned)
+                obj = self._reader.get(kinds.INFERENCE_RUNTIME, "", pinned)
             except (ApiException, DynamicApiError) as error:
                 raise runtime_lookup_error(pinned, _api_message(error)) from error
             if obj is None:
@@ -155,7 +158,7 @@ class LLMServiceReconciler:
         runtimes = {
             obj["metadata"]["name"]: obj
             for obj in _api_step(
-                "RuntimeResolution", lambda: self._applier.list(kinds.INFERENCE_RUNTIME, "", "")
+                "RuntimeResolution", lambda: self._reader.list(kinds.INFERENCE_RUNTIME, "", "")
             )
         }
         candidates = [
@@ -246,16 +249,16 @@ class LLMServiceReconciler:
         if rendered.prewarm_job is not None:
             job = _api_step(
                 "ObservePrewarmJob",
-                lambda: self._applier.get(kinds.JOB, svc.namespace, svc.prewarm_job),
+                lambda: self._reader.get(kinds.JOB, svc.namespace, svc.prewarm_job),
             )
             _check_prewarm_job(svc.prewarm_job, job)
         deployment = _api_step(
             "ObserveBackendDeployment",
-            lambda: self._applier.get(kinds.DEPLOYMENT, svc.namespace, svc.name),
+            lambda: self._reader.get(kinds.DEPLOYMENT, svc.namespace, svc.name),
         )
         pods = _api_step(
             "ObserveBackendPods",
-            lambda: self._applier.list(
+            lambda: self._reader.list(
                 kinds.POD, svc.namespace, backend_pod_selector(svc, plan.runtime)
             ),
         )
@@ -269,8 +272,7 @@ class LLMServiceReconciler:
         now = self._now()
         generation = int(live["metadata"].get("generation") or 0)
         written = self._status.write(
-            plan.service.namespace,
-            plan.service.name,
+            live,
             lambda previous: success_status(
                 previous,
                 observation,
@@ -301,8 +303,7 @@ class LLMServiceReconciler:
         generation = int(meta.get("generation") or 0)
         try:
             self._status.write(
-                meta["namespace"],
-                meta["name"],
+                live,
                 lambda previous: failure_status(
                     previous,
                     error,

@@ -35,18 +35,22 @@ class StatusWriter:
         self._resolver = resolver
 
     def write(
-        self, namespace: str, name: str, desired: DesiredStatus
+        self, seen: KubeObject, desired: DesiredStatus
     ) -> tuple[LLMServiceStatus, LLMServiceStatus, KubeObject] | None:
         """Compute `desired(previous)` on the newest object and store it if it differs.
 
-        Returns (previous, written, object) after a write, or None when nothing was written
-        (unchanged, or the service is gone).
+        `seen` is the object the reconcile read; when its status already equals the desired
+        one nothing is sent at all. Returns (previous, written, object) after a write, or None
+        when nothing was written (unchanged, or the service is gone).
         """
+        if same_status(live_status(seen), desired(live_status(seen))):
+            return None
+        namespace, name = seen["metadata"]["namespace"], seen["metadata"]["name"]
         client = self._resolver.dynamic_client()
         resource = self._resolver.resolve(LLMSERVICE)
         for attempt in range(ATTEMPTS):
             try:
-                latest = dict(client.get(resource, name=name, namespace=namespace).to_dict())
+                latest = dict(client.get(resource, name=name, namespace=namespace).to_dict())  # type: ignore[no-untyped-call]
             except NotFoundError:
                 return None
             previous = live_status(latest)
@@ -55,7 +59,7 @@ class StatusWriter:
                 return None
             latest["status"] = status.to_wire()
             try:
-                written = client.replace(
+                written = client.replace(  # type: ignore[no-untyped-call]
                     resource.subresources["status"], body=latest, namespace=namespace
                 )
             except ConflictError:
