@@ -51,8 +51,8 @@ def main() -> int:
         _non_streaming(levels, args.seconds),
     )
     _print_table(
-        "Upstream client choice (bare hypercorn+uvloop proxy, c=64)",
-        ("proxy", "req/s", "p50 ms", "p99 ms", "errors"),
+        "Upstream client choice (hypercorn+uvloop proxies, c=64; CPU = proxy process per request)",
+        ("proxy", "req/s", "CPU us/req", "p50 ms", "p99 ms", "errors"),
         _client_choice(args.seconds),
     )
     _print_table(
@@ -99,29 +99,35 @@ def _non_streaming(levels: list[int], seconds: float) -> list[tuple[object, ...]
 def _client_choice(seconds: float) -> list[tuple[object, ...]]:
     engine = procs.engine()
     rows: list[tuple[object, ...]] = []
+    candidates = [("noctaya gateway (lean client)", procs.gateway(engine.url))]
+    candidates += [
+        (f"bare hypercorn + {name}", procs.reference_proxy(client, engine.url))
+        for name, client in (
+            ("no upstream (ceiling)", "none"),
+            ("lean raw-asyncio client", "raw"),
+            ("aiohttp", "aiohttp"),
+            ("httpx", "httpx"),
+        )
+    ]
     try:
-        gateway = procs.gateway(engine.url)
-        candidates = [("noctaya gateway (aiohttp)", gateway)]
-        candidates += [
-            (f"bare {c}", procs.reference_proxy(c, engine.url)) for c in ("aiohttp", "httpx")
-        ]
-        try:
-            for name, proxy in candidates:
-                wrk.run(proxy.url + PATH, 8, 1)
-                result = wrk.run(proxy.url + PATH, 64, seconds)
-                rows.append(
-                    (
-                        name,
-                        f"{result.rps:,.0f}",
-                        f"{result.p50_ms:.2f}",
-                        f"{result.p99_ms:.2f}",
-                        result.errors,
-                    )
+        for name, proxy in candidates:
+            wrk.run(proxy.url + PATH, 8, 1)
+            before = proxy.cpu_seconds()
+            result = wrk.run(proxy.url + PATH, 64, seconds)
+            cpu_us = (proxy.cpu_seconds() - before) / (result.rps * seconds) * 1e6
+            rows.append(
+                (
+                    name,
+                    f"{result.rps:,.0f}",
+                    f"{cpu_us:,.0f}",
+                    f"{result.p50_ms:.2f}",
+                    f"{result.p99_ms:.2f}",
+                    result.errors,
                 )
-        finally:
-            for _, proxy in candidates:
-                proxy.stop()
+            )
     finally:
+        for _, proxy in candidates:
+            proxy.stop()
         engine.stop()
     return rows
 

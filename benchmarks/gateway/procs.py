@@ -32,6 +32,11 @@ class Process:
         assert match, "no VmRSS"
         return int(match.group(1)) / 1024
 
+    def cpu_seconds(self) -> float:
+        """User + system CPU time the process has used so far."""
+        fields = Path(f"/proc/{self.popen.pid}/stat").read_text().rsplit(")", 1)[1].split()
+        return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
     def stop(self) -> None:
         if self.popen.poll() is None:
             self.popen.terminate()

@@ -40,6 +40,8 @@ def run(url: str, concurrency: int, seconds: float, threads: int = 1) -> Result:
                 f"-c{concurrency}",
                 f"-d{seconds:g}s",
                 "--latency",
+                "--timeout",
+                "10s",
                 "-s",
                 lua.name,
                 url,

@@ -261,3 +261,16 @@ async def test_warm_requests_never_touch_the_lease_or_the_wait_histogram(
     assert "noctaya_gateway_activation_wait_seconds_count 0" in text
     await eventually(lambda: gateway.demand == 0, what="demand back to zero")
     assert json.loads(engine.requests[-1].body) == {"stream": True}
+
+
+async def test_a_long_silent_wait_is_not_cut_by_the_idle_connection_timeout(
+    engine: Engine, start_gateway: StartGateway, http: aiohttp.ClientSession
+) -> None:
+    """Hypercorn's one timer covers idle keep-alive connections and unfinished request heads;
+    a request waiting without a byte on the wire for longer must survive it."""
+    engine.make_unready()
+    gateway = await start_gateway(engine.url, read_header_timeout=0.2)
+    asyncio.get_running_loop().call_later(0.6, engine.make_ready)
+    async with http.post(f"{gateway.url}/v1/completions", json={}) as response:
+        assert response.status == 200
+        assert (await response.json())["object"] == "text_completion"
