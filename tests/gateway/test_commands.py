@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import re
 import signal
+import socket
 import subprocess
 from collections.abc import Callable
 
@@ -61,6 +62,20 @@ def test_startup_errors_exit_1_with_one_clear_line(env: dict[str, str], message:
     assert result.returncode == 1
     assert message in result.stderr
     assert "Traceback" not in result.stderr
+
+
+def test_busy_listen_port_is_a_clear_startup_error() -> None:
+    with socket.socket() as busy:
+        busy.bind(("127.0.0.1", 0))
+        busy.listen()
+        port = busy.getsockname()[1]
+        env = {
+            "NOCTAYA_BACKEND_URL": "http://127.0.0.1:9",
+            "NOCTAYA_LISTEN_ADDR": f"127.0.0.1:{port}",
+        }
+        result = _run("noctaya-gateway", env=env)
+    assert result.returncode == 1
+    assert f"listen tcp 127.0.0.1:{port}: bind: address already in use" in result.stderr
 
 
 def test_engine_stub_help_says_it_is_a_test_double_for_vllm() -> None:

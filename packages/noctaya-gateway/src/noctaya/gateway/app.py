@@ -29,6 +29,7 @@ from noctaya.gateway.responses import (
     JSON,
     QUEUE_FULL,
     UNAUTHORIZED,
+    GatewayError,
     Receive,
     Send,
     is_openai_path,
@@ -187,7 +188,9 @@ class GatewayApp:
         if committed:
             await send({"type": "http.response.body", "body": b"", "more_body": False})
 
-    async def _error(self, send: Send, error: Any, openai: bool, reason: str = "") -> None:
+    async def _error(
+        self, send: Send, error: GatewayError, openai: bool, reason: str = ""
+    ) -> None:
         await send_error(send, error, openai)
         self.metrics.count_response(error.status)
         if reason:

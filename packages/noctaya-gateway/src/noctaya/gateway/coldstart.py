@@ -23,6 +23,7 @@ from noctaya.gateway.responses import (
     BODY_TOO_LARGE,
     COLD_START,
     STREAM_TIMEOUT,
+    GatewayError,
     Send,
     send_error,
     sse_error_frame,
@@ -135,7 +136,9 @@ class ColdStart:
         except TimeoutError:
             return False
 
-    async def _refuse(self, send: Send, error: Any, reason: str, openai: bool) -> None:
+    async def _refuse(
+        self, send: Send, error: GatewayError, reason: str, openai: bool
+    ) -> None:
         await send_error(send, error, openai)
         self._metrics.count_response(error.status)
         self._metrics.reject(reason)

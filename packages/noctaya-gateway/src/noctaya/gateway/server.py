@@ -52,12 +52,16 @@ def _server_logger() -> logging.Logger:
 def listen_socket(listen_addr: str) -> socket.socket:
     """Bound and listening, so the port is known (port 0) and clients queue from this moment."""
     host, port = parse_listen_addr(listen_addr)
-    if host == "" and socket.has_dualstack_ipv6():
-        sock = socket.create_server(
-            ("", port), family=socket.AF_INET6, dualstack_ipv6=True, backlog=4096
-        )
-    else:
-        sock = socket.create_server((host or "0.0.0.0", port), backlog=4096)
+    try:
+        if host == "" and socket.has_dualstack_ipv6():
+            sock = socket.create_server(
+                ("", port), family=socket.AF_INET6, dualstack_ipv6=True, backlog=4096
+            )
+        else:
+            sock = socket.create_server((host or "0.0.0.0", port), backlog=4096)
+    except OSError as error:
+        reason = (error.strerror or str(error)).lower()
+        raise OSError(f"listen tcp {listen_addr}: bind: {reason}") from None
     sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
     return sock
 
