@@ -15,6 +15,7 @@ from datetime import UTC, datetime
 from noctaya.core.api import Condition, ConditionStatus, LLMServiceStatus, Phase
 from noctaya.core.errors import NoctayaError
 from noctaya.core.observation import BackendObservation
+from noctaya.core.plan.identity import ServiceIdentity
 
 CONDITION_READY = "Ready"
 CONDITION_DEGRADED = "Degraded"
@@ -40,11 +41,6 @@ class StatusEvent:
     reason: str
     action: str
     note: str
-
-
-def endpoint_url(service: str, namespace: str) -> str:
-    """The in-cluster OpenAI-compatible base URL of the gateway Service."""
-    return f"http://{service}.{namespace}.svc/v1"
 
 
 def phase_for(observation: BackendObservation, scaling_min: int) -> Phase:
@@ -84,7 +80,7 @@ def success_status(
         phase=phase,
         resolved_runtime=runtime,
         replicas=observation.ready_replicas,
-        endpoint_url=endpoint_url(service, namespace),
+        endpoint_url=ServiceIdentity(service, namespace).endpoint_url,
         conditions=conditions,
     )
 
