@@ -73,9 +73,9 @@ def _non_streaming(levels: list[int], seconds: float) -> list[tuple[object, ...]
     gateway = procs.gateway(engine.url)
     rows: list[tuple[object, ...]] = []
     try:
-        for target in (engine, gateway):
-            wrk.run(target.url + PATH, 8, 1)  # warm both paths up
         for concurrency in levels:
+            for target in (engine, gateway):  # steady state: connections open, pools filled
+                wrk.run(target.url + PATH, concurrency, 1)
             direct = wrk.run(engine.url + PATH, concurrency, seconds)
             via = wrk.run(gateway.url + PATH, concurrency, seconds)
             rows.append(
