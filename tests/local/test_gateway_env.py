@@ -1,43 +1,48 @@
-"""Local mode configures the gateway as the operator does: same names, order and value forms."""
+"""Local mode configures the gateway with the operator's contract: same names, order and forms."""
 
 from __future__ import annotations
 
 from pathlib import Path
 
 import pytest
-from noctaya.core.plan.identity import ServiceIdentity
 from noctaya.gateway.config import ColdStartMode, load_config
 from noctaya.gateway.local.gateway_env import gateway_env
 from noctaya.gateway.local.manifest import load_manifest
 from noctaya.gateway.local.plan import plan_local
-from noctaya.k8s.render.gateway_env import gateway_env as operator_gateway_env
 
 from .support import runtime_doc, service_doc, write_manifest
 
-ADDRESSES = {"NOCTAYA_BACKEND_URL", "NOCTAYA_LISTEN_ADDR", "NOCTAYA_SCALER_LISTEN_ADDR"}
 EXAMPLE = Path(__file__).resolve().parents[2] / "examples" / "local" / "engine-stub.yaml"
 
 
 @pytest.mark.parametrize(
-    "endpoint",
+    ("endpoint", "queue", "mode", "heartbeat"),
     [
-        {},
-        {"maxQueue": 7, "coldStart": {"mode": "reject"}},
-        {"coldStart": {"mode": "keepalive", "heartbeatInterval": "1500ms"}},
+        ({}, "100", "keepalive", "10s"),
+        ({"maxQueue": 7, "coldStart": {"mode": "reject"}}, "7", "reject", "10s"),
+        (
+            {"coldStart": {"mode": "keepalive", "heartbeatInterval": "1500ms"}},
+            "100",
+            "keepalive",
+            "1.5s",
+        ),
     ],
 )
-def test_local_gateway_env_matches_the_operators_apart_from_addresses(
-    tmp_path: Path, endpoint: dict[str, object]
+def test_local_gateway_env_is_the_single_gateway_contract_on_loopback(
+    tmp_path: Path, endpoint: dict[str, object], queue: str, mode: str, heartbeat: str
 ) -> None:
     service = service_doc(endpoint=endpoint)
     manifest = write_manifest(tmp_path / "svc.yaml", runtime_doc(18000), service)
     plan = plan_local(load_manifest(manifest))
-    local = gateway_env(plan, "127.0.0.1:8080")
-    operator = operator_gateway_env(ServiceIdentity("svc", "default"), plan.gateway)
-    assert list(local) == [item["name"] for item in operator]
-    for item in operator:
-        if item["name"] not in ADDRESSES:
-            assert local[item["name"]] == item["value"], item["name"]
+    assert list(gateway_env(plan, "127.0.0.1:8080").items()) == [
+        ("NOCTAYA_BACKEND_URL", "http://127.0.0.1:18000"),
+        ("NOCTAYA_LISTEN_ADDR", "127.0.0.1:8080"),
+        ("NOCTAYA_MAX_QUEUE", queue),
+        ("NOCTAYA_SCALER_LISTEN_ADDR", "127.0.0.1:0"),
+        ("NOCTAYA_ACTIVATION_TIMEOUT", "30s"),
+        ("NOCTAYA_COLDSTART_MODE", mode),
+        ("NOCTAYA_HEARTBEAT_INTERVAL", heartbeat),
+    ]
 
 
 def test_the_gateway_reads_the_example_service_settings_from_local_env() -> None:

@@ -13,6 +13,7 @@ from dataclasses import dataclass
 from decimal import Decimal
 from urllib.parse import urlsplit
 
+from noctaya.core.plan import gateway_env as names
 from noctaya.core.values import Duration, Quantity
 from noctaya.gateway.addresses import parse_listen_addr
 
@@ -57,40 +58,40 @@ class GatewayConfig:
 
 def load_config(environ: Mapping[str, str]) -> GatewayConfig:
     """Build the gateway-mode configuration; raise ConfigError with the reference's messages."""
-    backend_url = environ.get("NOCTAYA_BACKEND_URL", "")
+    backend_url = environ.get(names.BACKEND_URL, "")
     if not backend_url:
-        raise ConfigError("NOCTAYA_BACKEND_URL is required")
+        raise ConfigError(f"{names.BACKEND_URL} is required")
     if not is_absolute_http_url(backend_url):
         raise ConfigError("backend URL must be an absolute HTTP URL")
-    listen_addr = environ.get("NOCTAYA_LISTEN_ADDR") or ":8080"
-    scaler_listen_addr = environ.get("NOCTAYA_SCALER_LISTEN_ADDR") or ":9090"
+    listen_addr = environ.get(names.LISTEN_ADDR) or ":8080"
+    scaler_listen_addr = environ.get(names.SCALER_LISTEN_ADDR) or ":9090"
     for name, value in (
-        ("NOCTAYA_LISTEN_ADDR", listen_addr),
-        ("NOCTAYA_SCALER_LISTEN_ADDR", scaler_listen_addr),
+        (names.LISTEN_ADDR, listen_addr),
+        (names.SCALER_LISTEN_ADDR, scaler_listen_addr),
     ):
         try:
             parse_listen_addr(value)
         except ValueError as error:
             raise ConfigError(f"{name}: {error}") from None
-    key_file = environ.get("NOCTAYA_CLIENT_API_KEY_FILE") or None
+    key_file = environ.get(names.CLIENT_API_KEY_FILE) or None
     if key_file is not None:
         _check_key_file(key_file)
-    mode = environ.get("NOCTAYA_COLDSTART_MODE", "")
+    mode = environ.get(names.COLDSTART_MODE, "")
     return GatewayConfig(
         backend_url=backend_url,
         listen_addr=listen_addr,
-        max_queue=_positive_int(environ.get("NOCTAYA_MAX_QUEUE"), DEFAULT_MAX_QUEUE),
+        max_queue=_positive_int(environ.get(names.MAX_QUEUE), DEFAULT_MAX_QUEUE),
         activation_timeout=_positive_seconds(
-            environ.get("NOCTAYA_ACTIVATION_TIMEOUT"), DEFAULT_ACTIVATION_TIMEOUT
+            environ.get(names.ACTIVATION_TIMEOUT), DEFAULT_ACTIVATION_TIMEOUT
         ),
         coldstart_mode=ColdStartMode.REJECT if mode == "reject" else ColdStartMode.KEEPALIVE,
         heartbeat_interval=_positive_seconds(
-            environ.get("NOCTAYA_HEARTBEAT_INTERVAL"), DEFAULT_HEARTBEAT_INTERVAL
+            environ.get(names.HEARTBEAT_INTERVAL), DEFAULT_HEARTBEAT_INTERVAL
         ),
         client_api_key_file=key_file,
         scaler_listen_addr=scaler_listen_addr,
-        demand_aggregator_url=environ.get("NOCTAYA_DEMAND_AGGREGATOR_URL") or None,
-        max_request_body=_byte_size(environ.get("NOCTAYA_MAX_REQUEST_BODY")),
+        demand_aggregator_url=environ.get(names.DEMAND_AGGREGATOR_URL) or None,
+        max_request_body=_byte_size(environ.get(names.MAX_REQUEST_BODY)),
     )
 
 
@@ -134,7 +135,7 @@ def _byte_size(text: str | None) -> int:
     if not text:
         return DEFAULT_MAX_REQUEST_BODY
     error = ConfigError(
-        f'NOCTAYA_MAX_REQUEST_BODY must be a positive whole number of bytes such as "8Mi", '
+        f'{names.MAX_REQUEST_BODY} must be a positive whole number of bytes such as "8Mi", '
         f'got "{text}"'
     )
     try:

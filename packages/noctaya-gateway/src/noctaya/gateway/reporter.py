@@ -16,14 +16,12 @@ import socket
 from collections.abc import Mapping
 
 import aiohttp
+from noctaya.core.plan import gateway_env as names
 from noctaya.gateway.aggregator.protocol import DemandReport, bearer, read_demand_token
 from noctaya.gateway.config import is_absolute_http_url
 from noctaya.gateway.scaler.service import DemandSource
 from prometheus_client import Counter
 
-AGGREGATOR_URL_ENV = "NOCTAYA_DEMAND_AGGREGATOR_URL"
-GATEWAY_ID_ENV = "NOCTAYA_GATEWAY_ID"
-TOKEN_FILE_ENV = "NOCTAYA_DEMAND_AUTH_TOKEN_FILE"
 HEARTBEAT_SECONDS = 2.0
 SEND_TIMEOUT_SECONDS = 1.0
 
@@ -65,9 +63,9 @@ class DemandReporter:
     def from_environ(cls, environ: Mapping[str, str], reports: Counter) -> DemandReporter:
         """The reporter the environment asks for (only call it when the aggregator URL is set)."""
         return cls(
-            environ.get(AGGREGATOR_URL_ENV, ""),
-            environ.get(GATEWAY_ID_ENV, "") or default_gateway_id(),
-            environ.get(TOKEN_FILE_ENV, ""),
+            environ.get(names.DEMAND_AGGREGATOR_URL, ""),
+            environ.get(names.GATEWAY_ID, "") or default_gateway_id(),
+            environ.get(names.DEMAND_AUTH_TOKEN_FILE, ""),
             reports,
         )
 

@@ -16,6 +16,7 @@ from typing import Any
 
 from hypercorn.asyncio import serve
 from hypercorn.config import Config as HypercornConfig
+from noctaya.core.plan import gateway_env as names
 from noctaya.gateway import h2_late_data
 from noctaya.gateway.addresses import parse_listen_addr, with_port
 from noctaya.gateway.app import GatewayApp
@@ -148,11 +149,11 @@ class GatewayServer:
         )
 
     async def _start_reporter(self) -> None:
-        from noctaya.gateway.reporter import AGGREGATOR_URL_ENV, DemandReporter
+        from noctaya.gateway.reporter import DemandReporter
 
         url = self.config.demand_aggregator_url
         assert url is not None
-        environ = {**self._environ, AGGREGATOR_URL_ENV: url}
+        environ = {**self._environ, names.DEMAND_AGGREGATOR_URL: url}
         reporter = DemandReporter.from_environ(environ, self.metrics.demand_reports)
         self.reporter = asyncio.get_running_loop().create_task(reporter.run(self.feed))
         log.info("Noctaya gateway publishing demand to %s", reporter.endpoint)

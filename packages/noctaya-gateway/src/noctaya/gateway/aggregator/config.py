@@ -6,15 +6,10 @@ import re
 from collections.abc import Mapping
 from dataclasses import dataclass
 
+from noctaya.core.plan import gateway_env as names
 from noctaya.gateway.addresses import parse_listen_addr
 from noctaya.gateway.aggregator.protocol import INT64_MAX, read_demand_token
 from noctaya.gateway.scaler.tls import ScalerTLS, load_scaler_tls
-
-TOKEN_FILE_ENV = "NOCTAYA_DEMAND_AUTH_TOKEN_FILE"
-MAX_MEMBERS_ENV = "NOCTAYA_MAX_GATEWAY_MEMBERS"
-MAX_DEMAND_ENV = "NOCTAYA_MAX_GATEWAY_DEMAND"
-LISTEN_ADDR_ENV = "NOCTAYA_AGGREGATOR_LISTEN_ADDR"
-SCALER_LISTEN_ADDR_ENV = "NOCTAYA_SCALER_LISTEN_ADDR"
 
 DEFAULT_MAX_MEMBERS = 1024
 DEFAULT_MAX_DEMAND = 100
@@ -36,14 +31,16 @@ class AggregatorConfig:
 
 def load_config(environ: Mapping[str, str]) -> AggregatorConfig:
     """Read and validate the environment; ValueError carries the reference's message."""
-    token_file = environ.get(TOKEN_FILE_ENV, "")
+    token_file = environ.get(names.DEMAND_AUTH_TOKEN_FILE, "")
     read_demand_token(token_file)
-    max_members = _positive_int(environ, MAX_MEMBERS_ENV, DEFAULT_MAX_MEMBERS)
-    max_demand = _positive_int(environ, MAX_DEMAND_ENV, DEFAULT_MAX_DEMAND)
-    listen_addr = environ.get(LISTEN_ADDR_ENV, "") or DEFAULT_LISTEN_ADDR
-    scaler_listen_addr = environ.get(SCALER_LISTEN_ADDR_ENV, "") or DEFAULT_SCALER_LISTEN_ADDR
-    addresses = ((LISTEN_ADDR_ENV, listen_addr), (SCALER_LISTEN_ADDR_ENV, scaler_listen_addr))
-    for name, addr in addresses:
+    max_members = _positive_int(environ, names.MAX_GATEWAY_MEMBERS, DEFAULT_MAX_MEMBERS)
+    max_demand = _positive_int(environ, names.MAX_GATEWAY_DEMAND, DEFAULT_MAX_DEMAND)
+    listen_addr = environ.get(names.AGGREGATOR_LISTEN_ADDR, "") or DEFAULT_LISTEN_ADDR
+    scaler_listen_addr = environ.get(names.SCALER_LISTEN_ADDR, "") or DEFAULT_SCALER_LISTEN_ADDR
+    for name, addr in (
+        (names.AGGREGATOR_LISTEN_ADDR, listen_addr),
+        (names.SCALER_LISTEN_ADDR, scaler_listen_addr),
+    ):
         try:
             parse_listen_addr(addr)
         except ValueError as exc:

@@ -13,11 +13,14 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import grpc
+from noctaya.core.plan import gateway_env as names
 from noctaya.gateway.scaler.describe import describe_error
 
-CERT_FILE_ENV = "NOCTAYA_SCALER_TLS_CERT_FILE"
-KEY_FILE_ENV = "NOCTAYA_SCALER_TLS_KEY_FILE"
-CLIENT_CA_FILE_ENV = "NOCTAYA_SCALER_TLS_CLIENT_CA_FILE"
+_FILE_NAMES = (
+    names.SCALER_TLS_CERT_FILE,
+    names.SCALER_TLS_KEY_FILE,
+    names.SCALER_TLS_CLIENT_CA_FILE,
+)
 
 _PEM_CERTIFICATE = re.compile(
     rb"-----BEGIN CERTIFICATE-----\r?\n.+?\r?\n-----END CERTIFICATE-----", re.DOTALL
@@ -43,15 +46,12 @@ class ScalerTLS:
 
 def load_scaler_tls(environ: Mapping[str, str]) -> ScalerTLS | None:
     """Read the mTLS files named by the environment; None means plaintext. ValueError if bad."""
-    cert_path, key_path, ca_path = (
-        environ.get(name, "") for name in (CERT_FILE_ENV, KEY_FILE_ENV, CLIENT_CA_FILE_ENV)
-    )
+    cert_path, key_path, ca_path = (environ.get(name, "") for name in _FILE_NAMES)
     if not (cert_path or key_path or ca_path):
         return None
     if not (cert_path and key_path and ca_path):
-        raise ValueError(
-            f"{CERT_FILE_ENV}, {KEY_FILE_ENV}, and {CLIENT_CA_FILE_ENV} must be set together"
-        )
+        cert_name, key_name, ca_name = _FILE_NAMES
+        raise ValueError(f"{cert_name}, {key_name}, and {ca_name} must be set together")
     try:
         chain, key = _load_key_pair(cert_path, key_path)
     except (OSError, ssl.SSLError, ValueError) as exc:

@@ -1,11 +1,12 @@
-"""The gateway's and aggregator's configuration contract: NOCTAYA_* env and mounted files.
+"""The gateway's and aggregator's configuration in a pod: NOCTAYA_* env and mounted files.
 
-The gateway reads exactly these names (see `noctaya.gateway.config`); keeping them in one
-module means the operator and the gateway can only disagree in one place.
+The names and their order are the core's contract (`noctaya.core.plan.gateway_env`), which the
+gateway reads and local mode renders too; this module adds the cluster's addresses and mounts.
 """
 
 from __future__ import annotations
 
+from noctaya.core.plan import gateway_env as contract
 from noctaya.core.plan.gateway import GatewayPlan
 from noctaya.core.plan.identity import ServiceIdentity
 from noctaya.k8s.render.objects import Obj, env, mount, secret_volume
@@ -16,63 +17,47 @@ AGGREGATOR_PORT = 9091
 CLIENT_AUTH_DIR = "/var/run/noctaya/client-auth"
 SCALER_TLS_DIR = "/var/run/noctaya/scaler-tls"
 DEMAND_AUTH_DIR = "/var/run/noctaya/demand-auth"
+DEMAND_TOKEN_FILE = f"{DEMAND_AUTH_DIR}/token"
+SCALER_TLS_FILES = contract.ScalerTLSFiles(
+    cert_file=f"{SCALER_TLS_DIR}/tls.crt",
+    key_file=f"{SCALER_TLS_DIR}/tls.key",
+    client_ca_file=f"{SCALER_TLS_DIR}/ca.crt",
+)
 _SECRET_MODE = 0o440
+_POD_FIELDS = {contract.FromReplica.IDENTITY: "metadata.uid"}
 
 
-def scaler_tls_env() -> list[Obj]:
-    return [
-        env("NOCTAYA_SCALER_TLS_CERT_FILE", f"{SCALER_TLS_DIR}/tls.crt"),
-        env("NOCTAYA_SCALER_TLS_KEY_FILE", f"{SCALER_TLS_DIR}/tls.key"),
-        env("NOCTAYA_SCALER_TLS_CLIENT_CA_FILE", f"{SCALER_TLS_DIR}/ca.crt"),
-    ]
-
-
-def demand_token_env() -> Obj:
-    return env("NOCTAYA_DEMAND_AUTH_TOKEN_FILE", f"{DEMAND_AUTH_DIR}/token")
+def _env_var(entry: contract.EnvEntry) -> Obj:
+    name, value = entry
+    if isinstance(value, str):
+        return env(name, value)
+    field = {"apiVersion": "v1", "fieldPath": _POD_FIELDS[value]}
+    return {"name": name, "valueFrom": {"fieldRef": field}}
 
 
 def gateway_env(svc: ServiceIdentity, plan: GatewayPlan) -> list[Obj]:
-    result = [
-        env("NOCTAYA_BACKEND_URL", svc.backend_url),
-        env("NOCTAYA_LISTEN_ADDR", f":{HTTP_PORT}"),
-        env("NOCTAYA_MAX_QUEUE", str(plan.max_queue)),
-    ]
-    if plan.aggregated:
-        result.append(env("NOCTAYA_DEMAND_AGGREGATOR_URL", svc.aggregator_url))
-        result.append(
-            {
-                "name": "NOCTAYA_GATEWAY_ID",
-                "valueFrom": {"fieldRef": {"apiVersion": "v1", "fieldPath": "metadata.uid"}},
-            }
-        )
-    else:
-        result.append(env("NOCTAYA_SCALER_LISTEN_ADDR", f":{GRPC_PORT}"))
-    if plan.activation_timeout.nanoseconds > 0:
-        result.append(env("NOCTAYA_ACTIVATION_TIMEOUT", str(plan.activation_timeout)))
-    if plan.cold_start_mode:
-        result.append(env("NOCTAYA_COLDSTART_MODE", plan.cold_start_mode))
-        if plan.heartbeat_interval.nanoseconds > 0:
-            result.append(env("NOCTAYA_HEARTBEAT_INTERVAL", str(plan.heartbeat_interval)))
-    if plan.api_key is not None:
-        result.append(env("NOCTAYA_CLIENT_API_KEY_FILE", f"{CLIENT_AUTH_DIR}/api-key"))
-    if plan.aggregated:
-        result.append(demand_token_env())
-    elif plan.scaler_tls_secret:
-        result.extend(scaler_tls_env())
-    return result
+    placement = contract.GatewayPlacement(
+        backend_url=svc.backend_url,
+        listen_addr=f":{HTTP_PORT}",
+        scaler_listen_addr=f":{GRPC_PORT}",
+        api_key_file=f"{CLIENT_AUTH_DIR}/api-key" if plan.api_key is not None else None,
+        scaler_tls=SCALER_TLS_FILES if plan.scaler_tls_secret else None,
+        reporting=contract.DemandReporting(svc.aggregator_url, DEMAND_TOKEN_FILE),
+    )
+    return [_env_var(entry) for entry in contract.gateway_env(plan, placement)]
 
 
 def aggregator_env(plan: GatewayPlan) -> list[Obj]:
-    result = [
-        env("NOCTAYA_AGGREGATOR_LISTEN_ADDR", f":{AGGREGATOR_PORT}"),
-        env("NOCTAYA_SCALER_LISTEN_ADDR", f":{GRPC_PORT}"),
-        env("NOCTAYA_MAX_GATEWAY_MEMBERS", str(plan.max_members)),
-        env("NOCTAYA_MAX_GATEWAY_DEMAND", str(plan.max_queue)),
-        demand_token_env(),
+    entries: list[contract.EnvEntry] = [
+        (contract.AGGREGATOR_LISTEN_ADDR, f":{AGGREGATOR_PORT}"),
+        (contract.SCALER_LISTEN_ADDR, f":{GRPC_PORT}"),
+        (contract.MAX_GATEWAY_MEMBERS, str(plan.max_members)),
+        (contract.MAX_GATEWAY_DEMAND, str(plan.max_queue)),
+        (contract.DEMAND_AUTH_TOKEN_FILE, DEMAND_TOKEN_FILE),
     ]
     if plan.scaler_tls_secret:
-        result.extend(scaler_tls_env())
-    return result
+        entries.extend(contract.scaler_tls_env(SCALER_TLS_FILES))
+    return [_env_var(entry) for entry in entries]
 
 
 def client_auth_volume(plan: GatewayPlan) -> tuple[list[Obj], list[Obj]]:

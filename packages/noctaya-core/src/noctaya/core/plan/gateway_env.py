@@ -1,0 +1,111 @@
+"""The gateway's configuration contract: its `NOCTAYA_*` names and how a plan fills them.
+
+The gateway and aggregator read only this environment (reference §2.1, §3.2). The operator
+renders it into a Deployment and local mode into a child process, so the names, their order and
+the value forms live here once; only addresses and file paths differ per platform and come in
+as a `GatewayPlacement`.
+"""
+
+from __future__ import annotations
+
+import enum
+from dataclasses import dataclass
+
+from noctaya.core.plan.gateway import GatewayPlan
+
+BACKEND_URL = "NOCTAYA_BACKEND_URL"
+LISTEN_ADDR = "NOCTAYA_LISTEN_ADDR"
+MAX_QUEUE = "NOCTAYA_MAX_QUEUE"
+SCALER_LISTEN_ADDR = "NOCTAYA_SCALER_LISTEN_ADDR"
+DEMAND_AGGREGATOR_URL = "NOCTAYA_DEMAND_AGGREGATOR_URL"
+GATEWAY_ID = "NOCTAYA_GATEWAY_ID"
+ACTIVATION_TIMEOUT = "NOCTAYA_ACTIVATION_TIMEOUT"
+COLDSTART_MODE = "NOCTAYA_COLDSTART_MODE"
+HEARTBEAT_INTERVAL = "NOCTAYA_HEARTBEAT_INTERVAL"
+CLIENT_API_KEY_FILE = "NOCTAYA_CLIENT_API_KEY_FILE"
+MAX_REQUEST_BODY = "NOCTAYA_MAX_REQUEST_BODY"
+DEMAND_AUTH_TOKEN_FILE = "NOCTAYA_DEMAND_AUTH_TOKEN_FILE"
+SCALER_TLS_CERT_FILE = "NOCTAYA_SCALER_TLS_CERT_FILE"
+SCALER_TLS_KEY_FILE = "NOCTAYA_SCALER_TLS_KEY_FILE"
+SCALER_TLS_CLIENT_CA_FILE = "NOCTAYA_SCALER_TLS_CLIENT_CA_FILE"
+AGGREGATOR_LISTEN_ADDR = "NOCTAYA_AGGREGATOR_LISTEN_ADDR"
+MAX_GATEWAY_MEMBERS = "NOCTAYA_MAX_GATEWAY_MEMBERS"
+MAX_GATEWAY_DEMAND = "NOCTAYA_MAX_GATEWAY_DEMAND"
+
+
+class FromReplica(enum.Enum):
+    """A value no plan knows: the platform supplies it to each replica as it starts."""
+
+    IDENTITY = "identity"
+    """Unique per replica, so the aggregator counts each gateway once (a pod's UID)."""
+
+
+EnvValue = str | FromReplica
+EnvEntry = tuple[str, EnvValue]
+
+
+@dataclass(frozen=True, slots=True)
+class ScalerTLSFiles:
+    cert_file: str
+    key_file: str
+    client_ca_file: str
+
+
+@dataclass(frozen=True, slots=True)
+class DemandReporting:
+    """Where several replicas send their demand, and the token file that authenticates them."""
+
+    aggregator_url: str
+    token_file: str
+
+
+@dataclass(frozen=True, slots=True)
+class GatewayPlacement:
+    """What differs between platforms: addresses and where the credentials are mounted."""
+
+    backend_url: str
+    listen_addr: str
+    scaler_listen_addr: str
+    """Where a lone gateway serves KEDA's gRPC (unused when the plan is aggregated)."""
+    api_key_file: str | None = None
+    scaler_tls: ScalerTLSFiles | None = None
+    reporting: DemandReporting | None = None
+    """Required when the plan runs several replicas."""
+
+
+def scaler_tls_env(files: ScalerTLSFiles) -> list[EnvEntry]:
+    return [
+        (SCALER_TLS_CERT_FILE, files.cert_file),
+        (SCALER_TLS_KEY_FILE, files.key_file),
+        (SCALER_TLS_CLIENT_CA_FILE, files.client_ca_file),
+    ]
+
+
+def gateway_env(plan: GatewayPlan, placement: GatewayPlacement) -> list[EnvEntry]:
+    """In the reference order: backend, listen, queue, scaler, timeout, cold start, credentials."""
+    result: list[EnvEntry] = [
+        (BACKEND_URL, placement.backend_url),
+        (LISTEN_ADDR, placement.listen_addr),
+        (MAX_QUEUE, str(plan.max_queue)),
+    ]
+    reporting = placement.reporting
+    if plan.aggregated:
+        if reporting is None:
+            raise ValueError("several gateway replicas need a demand aggregator to report to")
+        result.append((DEMAND_AGGREGATOR_URL, reporting.aggregator_url))
+        result.append((GATEWAY_ID, FromReplica.IDENTITY))
+    else:
+        result.append((SCALER_LISTEN_ADDR, placement.scaler_listen_addr))
+    if plan.activation_timeout.nanoseconds > 0:
+        result.append((ACTIVATION_TIMEOUT, str(plan.activation_timeout)))
+    if plan.cold_start_mode:
+        result.append((COLDSTART_MODE, plan.cold_start_mode))
+        if plan.heartbeat_interval.nanoseconds > 0:
+            result.append((HEARTBEAT_INTERVAL, str(plan.heartbeat_interval)))
+    if placement.api_key_file is not None:
+        result.append((CLIENT_API_KEY_FILE, placement.api_key_file))
+    if reporting is not None and plan.aggregated:
+        result.append((DEMAND_AUTH_TOKEN_FILE, reporting.token_file))
+    elif placement.scaler_tls is not None:
+        result.extend(scaler_tls_env(placement.scaler_tls))
+    return result
