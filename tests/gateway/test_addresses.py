@@ -1,7 +1,8 @@
 """Listen addresses arrive in Go form from the operator; both spellings of "all interfaces" work."""
 
 import pytest
-from noctaya.gateway.addresses import format_bind, parse_listen_addr
+from noctaya.core.values.listen_address import parse_listen_address
+from noctaya.gateway.addresses import format_bind
 
 
 @pytest.mark.parametrize(
@@ -17,7 +18,7 @@ from noctaya.gateway.addresses import format_bind, parse_listen_addr
 def test_go_form_listen_addresses_split_into_host_and_port(
     text: str, expected: tuple[str, int]
 ) -> None:
-    assert parse_listen_addr(text) == expected
+    assert parse_listen_address(text) == expected
 
 
 @pytest.mark.parametrize(
@@ -36,7 +37,7 @@ def test_go_form_listen_addresses_split_into_host_and_port(
 )
 def test_malformed_listen_address_is_rejected_with_the_reason(text: str, reason: str) -> None:
     with pytest.raises(ValueError, match=reason) as caught:
-        parse_listen_addr(text)
+        parse_listen_address(text)
     assert f'"{text}"' in str(caught.value)
 
 

@@ -15,7 +15,7 @@ from urllib.parse import urlsplit
 
 from noctaya.core.plan import gateway_env as names
 from noctaya.core.values import Duration, Quantity
-from noctaya.gateway.addresses import parse_listen_addr
+from noctaya.core.values.listen_address import parse_listen_address
 
 DEFAULT_MAX_QUEUE = 100
 DEFAULT_ACTIVATION_TIMEOUT = Duration.parse("5m")
@@ -70,7 +70,7 @@ def load_config(environ: Mapping[str, str]) -> GatewayConfig:
         (names.SCALER_LISTEN_ADDR, scaler_listen_addr),
     ):
         try:
-            parse_listen_addr(value)
+            parse_listen_address(value)
         except ValueError as error:
             raise ConfigError(f"{name}: {error}") from None
     key_file = environ.get(names.CLIENT_API_KEY_FILE) or None

@@ -17,8 +17,9 @@ from typing import Any
 from hypercorn.asyncio import serve
 from hypercorn.config import Config as HypercornConfig
 from noctaya.core.plan import gateway_env as names
+from noctaya.core.values.listen_address import parse_listen_address
 from noctaya.gateway import h2_late_data
-from noctaya.gateway.addresses import parse_listen_addr, with_port
+from noctaya.gateway.addresses import with_port
 from noctaya.gateway.app import GatewayApp
 from noctaya.gateway.config import GatewayConfig
 from noctaya.gateway.demand_feed import DemandFeed
@@ -52,7 +53,7 @@ def _server_logger() -> logging.Logger:
 
 def listen_socket(listen_addr: str) -> socket.socket:
     """Bound and listening, so the port is known (port 0) and clients queue from this moment."""
-    host, port = parse_listen_addr(listen_addr)
+    host, port = parse_listen_address(listen_addr)
     try:
         if host == "" and socket.has_dualstack_ipv6():
             sock = socket.create_server(

@@ -7,7 +7,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 
 from noctaya.core.plan import gateway_env as names
-from noctaya.gateway.addresses import parse_listen_addr
+from noctaya.core.values.listen_address import parse_listen_address
 from noctaya.gateway.aggregator.protocol import INT64_MAX, read_demand_token
 from noctaya.gateway.scaler.tls import ScalerTLS, load_scaler_tls
 
@@ -42,7 +42,7 @@ def load_config(environ: Mapping[str, str]) -> AggregatorConfig:
         (names.SCALER_LISTEN_ADDR, scaler_listen_addr),
     ):
         try:
-            parse_listen_addr(addr)
+            parse_listen_address(addr)
         except ValueError as exc:
             raise ValueError(f"{name}: {exc}") from None
     return AggregatorConfig(

@@ -9,7 +9,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 
-from noctaya.gateway.addresses import parse_listen_addr
+from noctaya.core.values.listen_address import parse_listen_address
 from noctaya.gateway.aggregator.aggregate import MEMBER_TTL_SECONDS, SWEEP_PERIOD_SECONDS, Aggregate
 from noctaya.gateway.aggregator.config import AggregatorConfig
 from noctaya.gateway.aggregator.http_server import HTTPServer
@@ -41,7 +41,7 @@ class AggregatorServer:
 
     async def start(self) -> None:
         """Bind both listeners (OSError if either is taken) and start expiring members."""
-        host, port = parse_listen_addr(self.config.listen_addr)
+        host, port = parse_listen_address(self.config.listen_addr)
         self.http_port = await self._http.start(host, port)
         try:
             self._scaler = await start_scaler(

@@ -15,8 +15,9 @@ import signal
 import sys
 from collections.abc import Sequence
 
+from noctaya.core.values.listen_address import parse_listen_address
 from noctaya.gateway import process
-from noctaya.gateway.addresses import parse_listen_addr, with_port
+from noctaya.gateway.addresses import with_port
 from noctaya.gateway.engine_stub.engine import EngineStub
 from noctaya.gateway.engine_stub.http11 import serve
 from noctaya.gateway.engine_stub.settings import SettingsError, StubSettings, load_settings
@@ -43,7 +44,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     process.configure_logging()
     try:
         settings = load_settings(os.environ)
-        host, port = parse_listen_addr(settings.listen_addr)
+        host, port = parse_listen_address(settings.listen_addr)
     except (SettingsError, ValueError) as error:
         print(error, file=sys.stderr)
         return 1
@@ -70,4 +71,3 @@ async def _run(stub: EngineStub, host: str, port: int, listen_addr: str) -> int:
         async with asyncio.timeout(1):
             await server.wait_closed()
     return 0
-

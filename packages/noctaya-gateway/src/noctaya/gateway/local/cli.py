@@ -14,7 +14,7 @@ import sys
 from collections.abc import Sequence
 from pathlib import Path
 
-from noctaya.gateway.addresses import parse_listen_addr
+from noctaya.core.values.listen_address import parse_listen_address
 from noctaya.gateway.local.command import LOCAL_COMMAND_ANNOTATION
 from noctaya.gateway.local.manifest import LocalConfigError, load_manifest
 from noctaya.gateway.local.plan import plan_local
@@ -52,7 +52,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     )
     args = parser.parse_args(argv)
     try:
-        parse_listen_addr(args.listen)
+        parse_listen_address(args.listen)
     except ValueError as error:
         parser.error(f"--listen: {error}")
     try:

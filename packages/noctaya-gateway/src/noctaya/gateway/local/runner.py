@@ -18,7 +18,7 @@ import socket
 from collections.abc import Coroutine, Mapping
 from typing import Any
 
-from noctaya.gateway.addresses import parse_listen_addr
+from noctaya.core.values.listen_address import parse_listen_address
 from noctaya.gateway.local import log_lines
 from noctaya.gateway.local.activity import active_states, scaled_object_ref
 from noctaya.gateway.local.autoscaler import autoscale
@@ -201,7 +201,7 @@ def _check_engine_port_free(port: int) -> None:
 
 def _client_host_port(listen_addr: str) -> str:
     """Where a local client reaches a listen address (all interfaces → loopback)."""
-    host, port = parse_listen_addr(listen_addr)
+    host, port = parse_listen_address(listen_addr)
     if host in ("", "0.0.0.0"):
         host = LOOPBACK
     elif host == "::":

@@ -11,7 +11,8 @@ from collections.abc import Sequence
 from typing import Any
 
 import grpc
-from noctaya.gateway.addresses import format_bind, parse_listen_addr
+from noctaya.core.values.listen_address import parse_listen_address
+from noctaya.gateway.addresses import format_bind
 from noctaya.gateway.scaler._proto import externalscaler_pb2_grpc as pb_grpc
 from noctaya.gateway.scaler.service import DemandSource, ExternalScalerService
 from noctaya.gateway.scaler.tls import ScalerTLS
@@ -74,7 +75,7 @@ async def start_scaler(
 
     Raises ValueError for a malformed address and OSError when the port cannot be bound.
     """
-    host, port = parse_listen_addr(listen_addr)
+    host, port = parse_listen_address(listen_addr)
     service = ExternalScalerService(feed, streams_gauge)
     server = grpc.aio.server(options=SERVER_OPTIONS, maximum_concurrent_rpcs=MAX_CONCURRENT_RPCS)
     pb_grpc.add_ExternalScalerServicer_to_server(service, server)  # type: ignore[no-untyped-call]

@@ -11,10 +11,23 @@ import socket
 import threading
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
+from noctaya.core.values.listen_address import (
+    AddressProblem,
+    ListenAddressError,
+    parse_listen_address,
+)
+
 log = logging.getLogger(__name__)
 
 PATHS = frozenset({"/healthz", "/readyz"})
 DISABLED = "0"
+_PORT_PROBLEMS = frozenset(
+    {
+        AddressProblem.MISSING_PORT,
+        AddressProblem.PORT_NOT_A_NUMBER,
+        AddressProblem.PORT_OUT_OF_RANGE,
+    }
+)
 
 
 def parse_probe_address(text: str, what: str = "health probe") -> tuple[str, int] | None:
@@ -25,14 +38,14 @@ def parse_probe_address(text: str, what: str = "health probe") -> tuple[str, int
     """
     if text == DISABLED:
         return None
-    host, sep, port_text = text.rpartition(":")
-    if host.startswith("[") and host.endswith("]"):
-        host = host[1:-1]
-    elif ":" in host or "[" in host or "]" in host:
-        raise ValueError(f'invalid {what} address "{text}": IPv6 hosts need brackets')
-    if not sep or not port_text.isascii() or not port_text.isdigit() or int(port_text) > 65535:
-        raise ValueError(f'invalid {what} address "{text}": want host:port, like ":8081"')
-    return host, int(port_text)
+    try:
+        return parse_listen_address(text, any_bracketed_host=True)
+    except ListenAddressError as error:
+        if error.problem in _PORT_PROBLEMS:
+            reason = 'want host:port, like ":8081"'
+        else:
+            reason = "IPv6 hosts need brackets"
+        raise ValueError(f'invalid {what} address "{text}": {reason}') from None
 
 
 class _Handler(BaseHTTPRequestHandler):
