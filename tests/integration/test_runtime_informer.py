@@ -22,6 +22,7 @@ from noctaya.k8s.runtime import (
 )
 from noctaya.k8s.runtime.informer import WatchTarget
 from support.envtest import ControlPlane
+from support.fake_clock import FakeClock
 
 from .runtime_harness import FAST, WAIT, config_map, wait_until
 
@@ -315,17 +316,17 @@ def test_a_kind_found_missing_is_not_looked_up_again_until_its_ttl_passes(
     kubeconfig: Path,
 ) -> None:
     """Each miss costs a full rediscovery of every API group, so misses are remembered."""
-    now = [0.0]
+    clock = FakeClock(start=0.0)
     client = k8s_config.new_client_from_config(config_file=str(kubeconfig))
-    resolver = ResourceResolver(client, not_served_ttl=10.0, clock=lambda: now[0])
+    resolver = ResourceResolver(client, not_served_ttl=10.0, clock=clock)
     absent = ResourceKind("absent.noctaya.io/v1", "Nothing")
     with pytest.raises(KindNotServed):
         resolver.resolve(absent)
     client.configuration.host = "https://127.0.0.1:1"  # from here on, any request fails
-    now[0] = 9.9
+    clock.now = 9.9
     with pytest.raises(KindNotServed):
         resolver.resolve(absent)  # answered from memory
-    now[0] = 10.0
+    clock.now = 10.0
     with pytest.raises(Exception, match=r"127\.0\.0\.1") as asked:
         resolver.resolve(absent)
     assert not isinstance(asked.value, KindNotServed)

@@ -2,31 +2,21 @@
 
 import pytest
 from noctaya.core.scaling import READY_GRACE_SECONDS, ActivationLease
-
-
-class ManualClock:
-    def __init__(self) -> None:
-        self.now = 1000.0
-
-    def __call__(self) -> float:
-        return self.now
-
-    def advance(self, seconds: float) -> None:
-        self.now += seconds
+from support.fake_clock import FakeClock
 
 
 @pytest.fixture
-def clock() -> ManualClock:
-    return ManualClock()
+def clock() -> FakeClock:
+    return FakeClock()
 
 
-def test_fresh_lease_gives_no_demand_without_pending_requests(clock: ManualClock) -> None:
+def test_fresh_lease_gives_no_demand_without_pending_requests(clock: FakeClock) -> None:
     lease = ActivationLease(300, clock)
     assert not lease.active
     assert lease.demand(0) == 0
 
 
-def test_pending_requests_are_the_demand_whatever_the_lease(clock: ManualClock) -> None:
+def test_pending_requests_are_the_demand_whatever_the_lease(clock: FakeClock) -> None:
     lease = ActivationLease(300, clock)
     assert lease.demand(7) == 7
     lease.renew()
@@ -34,7 +24,7 @@ def test_pending_requests_are_the_demand_whatever_the_lease(clock: ManualClock) 
 
 
 def test_rejected_cold_request_leaves_a_floor_of_one_until_the_deadline(
-    clock: ManualClock,
+    clock: FakeClock,
 ) -> None:
     lease = ActivationLease(300, clock)
     lease.renew()
@@ -48,7 +38,7 @@ def test_rejected_cold_request_leaves_a_floor_of_one_until_the_deadline(
     assert not lease.expire_if_due(), "an ended lease ends only once"
 
 
-def test_later_cold_request_renews_the_deadline(clock: ManualClock) -> None:
+def test_later_cold_request_renews_the_deadline(clock: FakeClock) -> None:
     lease = ActivationLease(10, clock)
     lease.renew()
     clock.advance(8)
@@ -62,7 +52,7 @@ def test_later_cold_request_renews_the_deadline(clock: ManualClock) -> None:
     assert lease.remaining() == 0
 
 
-def test_readiness_ends_the_lease_but_keeps_the_floor_for_the_grace(clock: ManualClock) -> None:
+def test_readiness_ends_the_lease_but_keeps_the_floor_for_the_grace(clock: FakeClock) -> None:
     lease = ActivationLease(300, clock, grace=0.25)
     lease.renew()
     grace_end = lease.end_on_ready()
@@ -76,7 +66,7 @@ def test_readiness_ends_the_lease_but_keeps_the_floor_for_the_grace(clock: Manua
     assert lease.grace_remaining() == 0
 
 
-def test_default_grace_is_fifteen_seconds(clock: ManualClock) -> None:
+def test_default_grace_is_fifteen_seconds(clock: FakeClock) -> None:
     lease = ActivationLease(300, clock)
     lease.renew()
     lease.end_on_ready()
@@ -87,11 +77,11 @@ def test_default_grace_is_fifteen_seconds(clock: ManualClock) -> None:
     assert READY_GRACE_SECONDS == 15.0
 
 
-def test_remaining_is_zero_for_an_inactive_lease(clock: ManualClock) -> None:
+def test_remaining_is_zero_for_an_inactive_lease(clock: FakeClock) -> None:
     assert ActivationLease(5, clock).remaining() == 0
 
 
 @pytest.mark.parametrize(("timeout", "grace"), [(0, 1), (-1, 1), (1, -0.5)])
-def test_nonsense_timings_are_refused(clock: ManualClock, timeout: float, grace: float) -> None:
+def test_nonsense_timings_are_refused(clock: FakeClock, timeout: float, grace: float) -> None:
     with pytest.raises(ValueError, match="must"):
         ActivationLease(timeout, clock, grace=grace)

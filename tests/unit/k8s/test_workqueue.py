@@ -6,20 +6,10 @@ import threading
 
 import pytest
 from noctaya.k8s.runtime.workqueue import ExponentialBackoff, WorkQueue
+from support.fake_clock import FakeClock
 
 A = ("default", "a")
 B = ("default", "b")
-
-
-class FakeClock:
-    def __init__(self) -> None:
-        self.now = 1000.0
-
-    def __call__(self) -> float:
-        return self.now
-
-    def advance(self, seconds: float) -> None:
-        self.now += seconds
 
 
 @pytest.fixture
