@@ -9,12 +9,12 @@ from collections.abc import Callable
 
 import pytest
 from kubernetes import client as k8s_client
-from noctaya.core.errors import NoctayaError
 from noctaya.k8s.reconciler import LLMServiceReconciler
 from support.custom_resources import CustomResources, Manifest
 from support.manifests import inference_runtime, llmservice
 
 from .cluster import condition_values, read
+from .failures import reconcile_failure
 
 pytestmark = pytest.mark.integration
 
@@ -31,10 +31,8 @@ def test_backend_deployment_rejected_by_the_api_server_stops_the_apply_at_that_s
     resources.create(inference_runtime(runtime_name, {"container": {"env": [token]}}))
     resources.create(llmservice("rejected", {"runtime": {"name": runtime_name}}), namespace)
 
-    with pytest.raises(NoctayaError) as failure:
-        reconciler.reconcile((namespace, "rejected"))
+    error = reconcile_failure(reconciler, namespace, "rejected")
 
-    error = failure.value
     assert error.reason == "ApplyDeployment"
     assert error.message.startswith(
         'Deployment.apps "rejected" is invalid: '

@@ -8,7 +8,6 @@ from pathlib import Path
 
 import pytest
 from kubernetes import client as k8s_client
-from noctaya.core.errors import NoctayaError
 from noctaya.k8s.reconciler import LLMServiceReconciler
 from support.custom_resources import CustomResources, Manifest
 from support.envtest import install_crds
@@ -23,6 +22,7 @@ from .cluster import (
     everything_in,
     read,
 )
+from .failures import before_autoscaling, reconcile_failure
 
 pytestmark = pytest.mark.integration
 
@@ -81,20 +81,15 @@ def test_missing_keda_crd_reports_autoscaling_unavailable_and_creates_nothing_el
     key = (namespace, "nokeda")
 
     with keda_crd_deleted(api_client, resources):
-        with pytest.raises(NoctayaError) as failure:
-            make_reconciler(gateway_replicas=2).reconcile(key)
+        error = reconcile_failure(make_reconciler(gateway_replicas=2), *key)
 
-        assert failure.value.reason == "AutoscalingUnavailable"
-        assert failure.value.message.startswith(PREFIX)
-        assert len(failure.value.message) > len(PREFIX)
+        assert error.reason == "AutoscalingUnavailable"
+        assert error.message.startswith(PREFIX)
+        assert len(error.message) > len(PREFIX)
         status = status_of("nokeda", namespace)
         assert status["phase"] == "Degraded"
-        failed = ("AutoscalingUnavailable", failure.value.message)
-        assert condition_values(status) == {
-            "AutoscalingReady": ("False", *failed),
-            "Ready": ("False", *failed),
-            "Degraded": ("True", *failed),
-        }
+        failed = before_autoscaling("AutoscalingUnavailable", error.message)
+        assert condition_values(status) == failed
         assert _objects_in(api_client, namespace) == []
 
     make_reconciler(gateway_replicas=2).reconcile(key)  # KEDA is back: the stack follows
@@ -120,10 +115,9 @@ def test_keda_crd_removed_under_a_running_operator_is_reported_as_autoscaling_un
     reconciler.reconcile((namespace, "lost"))
 
     with keda_crd_deleted(api_client, resources):
-        with pytest.raises(NoctayaError) as failure:
-            reconciler.reconcile((namespace, "lost"))
+        error = reconcile_failure(reconciler, namespace, "lost")
 
-        assert failure.value.reason == "AutoscalingUnavailable"
-        assert failure.value.message.startswith(PREFIX)
+        assert error.reason == "AutoscalingUnavailable"
+        assert error.message.startswith(PREFIX)
         autoscaling = condition_values(status_of("lost", namespace))["AutoscalingReady"]
-        assert autoscaling == ("False", "AutoscalingUnavailable", failure.value.message)
+        assert autoscaling == ("False", "AutoscalingUnavailable", error.message)

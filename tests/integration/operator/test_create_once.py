@@ -8,41 +8,22 @@ from collections.abc import Callable
 
 import pytest
 from kubernetes import client as k8s_client
-from noctaya.core.errors import NoctayaError
 from noctaya.k8s.reconciler import LLMServiceReconciler
 from support.custom_resources import CustomResources, Manifest
 from support.manifests import inference_runtime, llmservice
 
 from .cluster import condition_values, create, events, patch, read, replace_status
+from .failures import after_autoscaling, reconcile_failure
 
 pytestmark = pytest.mark.integration
 
 LLMSERVICES = "serving.noctaya.io/v1alpha1"
 
 
-def after_autoscaling(reason: str, message: str) -> dict[str, tuple[str, str, str]]:
-    """A failure after the ScaledObject was applied keeps AutoscalingReady True (§1.8)."""
-    return {
-        "AutoscalingReady": (
-            "True",
-            "ScaledObjectApplied",
-            "KEDA External Push autoscaling is configured",
-        ),
-        "Ready": ("False", reason, message),
-        "Degraded": ("True", reason, message),
-    }
-
-
 def edit_spec(api_client: k8s_client.ApiClient, namespace: str, name: str, spec: Manifest) -> int:
     """Merge-patch the service's spec as a user would; returns the new generation."""
     patched = patch(api_client, LLMSERVICES, "LLMService", namespace, name, {"spec": spec})
     return int(patched["metadata"]["generation"])
-
-
-def reconcile_failure(reconciler: LLMServiceReconciler, namespace: str, name: str) -> NoctayaError:
-    with pytest.raises(NoctayaError) as failure:
-        reconciler.reconcile((namespace, name))
-    return failure.value
 
 
 def test_changed_cache_size_fails_on_the_immutable_pvc_until_it_is_deleted(

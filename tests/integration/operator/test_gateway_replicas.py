@@ -11,12 +11,12 @@ from collections.abc import Callable
 
 import pytest
 from kubernetes import client as k8s_client
-from noctaya.core.errors import NoctayaError
 from noctaya.k8s.reconciler import LLMServiceReconciler
 from support.custom_resources import CustomResources, Manifest
 from support.manifests import inference_runtime, llmservice
 
 from .cluster import condition_values, create, patch, read
+from .failures import reconcile_failure
 
 pytestmark = pytest.mark.integration
 
@@ -171,14 +171,13 @@ def test_several_gateways_refuse_a_demand_secret_of_somebody_else(
     secret = {"apiVersion": "v1", "kind": "Secret", "metadata": {"name": "edge-demand-auth"}}
     create(api_client, namespace, {**secret, "stringData": {"token": "y" * 43}})
 
-    with pytest.raises(NoctayaError) as failure:
-        make_reconciler(gateway_replicas=2).reconcile((namespace, "edge"))
+    error = reconcile_failure(make_reconciler(gateway_replicas=2), namespace, "edge")
 
     message = (
         f"resource {namespace}/edge-demand-auth already exists and is not controlled by "
         "LLMService edge"
     )
-    assert (failure.value.reason, failure.value.message) == ("ApplyDemandAuthentication", message)
+    assert (error.reason, error.message) == ("ApplyDemandAuthentication", message)
     conditions = condition_values(status_of("edge", namespace))
     assert conditions["AutoscalingReady"][:2] == ("True", "ScaledObjectApplied")
     assert conditions["Degraded"] == ("True", "ApplyDemandAuthentication", message)
@@ -213,11 +212,10 @@ def test_a_malformed_owned_demand_secret_fails_closed_and_is_not_repaired(
     several.reconcile((namespace, "edge"))
     broken = patch(api_client, "v1", "Secret", namespace, "edge-demand-auth", {"data": data})
 
-    with pytest.raises(NoctayaError) as failure:
-        several.reconcile((namespace, "edge"))
+    error = reconcile_failure(several, namespace, "edge")
 
     message = f"demand authentication Secret edge-demand-auth {problem}"
-    assert (failure.value.reason, failure.value.message) == ("DemandAuthentication", message)
+    assert (error.reason, error.message) == ("DemandAuthentication", message)
     assert condition_values(status_of("edge", namespace))["Ready"] == (
         "False",
         "DemandAuthentication",

@@ -18,6 +18,7 @@ from support.manifests import inference_runtime, llmservice
 
 from .cluster import condition_values, read
 from .conftest import GATEWAY_IMAGE
+from .failures import before_autoscaling, reconcile_failure
 
 pytestmark = pytest.mark.integration
 
@@ -28,14 +29,10 @@ def fails_before_any_write(
     namespace: str,
     status_of: Callable[[str, str], Manifest],
 ) -> NoctayaError:
-    with pytest.raises(NoctayaError) as failure:
-        reconciler.reconcile((namespace, "svc"))
-    error = failure.value
-    assert condition_values(status_of("svc", namespace)) == {
-        "AutoscalingReady": ("False", error.reason, error.message),
-        "Ready": ("False", error.reason, error.message),
-        "Degraded": ("True", error.reason, error.message),
-    }
+    error = reconcile_failure(reconciler, namespace, "svc")
+    assert condition_values(status_of("svc", namespace)) == before_autoscaling(
+        error.reason, error.message
+    )
     assert read(api_client, "keda.sh/v1alpha1", "ScaledObject", namespace, "svc") is None
     return error
 

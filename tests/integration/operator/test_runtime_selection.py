@@ -8,12 +8,12 @@ from collections.abc import Callable, Iterator
 import pytest
 from kubernetes import client as k8s_client
 from kubernetes.client.exceptions import ApiException
-from noctaya.core.errors import NoctayaError
 from noctaya.k8s.reconciler import LLMServiceReconciler
 from support.custom_resources import CustomResources, Manifest
 from support.manifests import inference_runtime, llmservice
 
 from .cluster import condition_values, read, runtimes
+from .failures import before_autoscaling, reconcile_failure
 
 pytestmark = pytest.mark.integration
 
@@ -41,21 +41,6 @@ def add_runtime(
     for name in created:
         with contextlib.suppress(ApiException):
             resources.delete("InferenceRuntime", name)
-
-
-def failed(reconciler: LLMServiceReconciler, namespace: str, name: str) -> NoctayaError:
-    with pytest.raises(NoctayaError) as failure:
-        reconciler.reconcile((namespace, name))
-    return failure.value
-
-
-def failure_conditions(reason: str, message: str) -> dict[str, tuple[str, str, str]]:
-    """A failure before the ScaledObject: AutoscalingReady False too (§1.8 failure path)."""
-    return {
-        "AutoscalingReady": ("False", reason, message),
-        "Ready": ("False", reason, message),
-        "Degraded": ("True", reason, message),
-    }
 
 
 def test_vendor_fallback_selects_second_vendor_when_first_has_no_runtime(
@@ -111,7 +96,7 @@ def test_two_runtimes_at_the_top_priority_are_an_ambiguity_error_naming_both(
     selector = {"name": None, "selector": {"vendor": ["nvidia"]}}
     resources.create(llmservice("ambiguous", {"runtime": selector}), namespace)
 
-    error = failed(reconciler, namespace, "ambiguous")
+    error = reconcile_failure(reconciler, namespace, "ambiguous")
 
     message = (
         f'multiple InferenceRuntimes match vendor "nvidia" at priority 7: [{first} {second}]; '
@@ -120,7 +105,7 @@ def test_two_runtimes_at_the_top_priority_are_an_ambiguity_error_naming_both(
     assert (error.reason, error.message) == ("RuntimeResolution", message)
     status = status_of("ambiguous", namespace)
     assert status["phase"] == "Degraded"
-    assert condition_values(status) == failure_conditions("RuntimeResolution", message)
+    assert condition_values(status) == before_autoscaling("RuntimeResolution", message)
     assert "resolvedRuntime" not in status
     assert read(api_client, "keda.sh/v1alpha1", "ScaledObject", namespace, "ambiguous") is None
 
@@ -135,11 +120,11 @@ def test_no_runtime_of_any_selected_vendor_is_reported_with_the_vendor_list(
     selector = {"name": None, "selector": {"vendor": ["ascend", "nvidia"]}}
     resources.create(llmservice("nothing", {"runtime": selector}), namespace)
 
-    error = failed(reconciler, namespace, "nothing")
+    error = reconcile_failure(reconciler, namespace, "nothing")
 
     message = "no InferenceRuntime matches vendors [ascend nvidia]"
     assert (error.reason, error.message) == ("RuntimeResolution", message)
-    assert condition_values(status_of("nothing", namespace)) == failure_conditions(
+    assert condition_values(status_of("nothing", namespace)) == before_autoscaling(
         "RuntimeResolution", message
     )
 
@@ -171,13 +156,13 @@ def test_pinned_runtime_that_does_not_exist_fails_with_the_lookup_error(
     missing = f"{namespace}-missing"
     resources.create(llmservice("orphan", {"runtime": {"name": missing}}), namespace)
 
-    error = failed(reconciler, namespace, "orphan")
+    error = reconcile_failure(reconciler, namespace, "orphan")
 
     message = (
         f'get InferenceRuntime "{missing}": '
         f'inferenceruntimes.serving.noctaya.io "{missing}" not found'
     )
     assert (error.reason, error.message) == ("RuntimeResolution", message)
-    assert condition_values(status_of("orphan", namespace)) == failure_conditions(
+    assert condition_values(status_of("orphan", namespace)) == before_autoscaling(
         "RuntimeResolution", message
     )

@@ -8,12 +8,12 @@ from collections.abc import Callable
 
 import pytest
 from kubernetes import client as k8s_client
-from noctaya.core.errors import NoctayaError
 from noctaya.k8s.reconciler import LLMServiceReconciler
 from support.custom_resources import CustomResources, Manifest
 from support.manifests import inference_runtime, llmservice, merged
 
 from .cluster import condition_values, read
+from .failures import before_autoscaling, reconcile_failure
 
 pytestmark = pytest.mark.integration
 
@@ -77,19 +77,13 @@ def test_unsupported_field_fails_with_a_condition_naming_it_and_writes_nothing(
     spec = merged({"runtime": {"name": runtime_name}}, changes)
     resources.create(llmservice("reserved", spec), namespace)
 
-    with pytest.raises(NoctayaError) as failure:
-        reconciler.reconcile((namespace, "reserved"))
+    error = reconcile_failure(reconciler, namespace, "reserved")
 
-    error = failure.value
     assert error.reason == reason
     arg = "LLMService spec.runtime.argsOverride[0]"
     assert error.message == message.format(runtime=runtime_name, arg=arg)
     status = status_of("reserved", namespace)
     assert status["phase"] == "Degraded"
-    assert condition_values(status) == {
-        "AutoscalingReady": ("False", reason, error.message),
-        "Ready": ("False", reason, error.message),
-        "Degraded": ("True", reason, error.message),
-    }
+    assert condition_values(status) == before_autoscaling(reason, error.message)
     assert read(api_client, "keda.sh/v1alpha1", "ScaledObject", namespace, "reserved") is None
     assert read(api_client, "apps/v1", "Deployment", namespace, "reserved") is None
