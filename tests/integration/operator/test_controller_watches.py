@@ -30,6 +30,20 @@ pytestmark = pytest.mark.integration
 StartController = Callable[..., RunningController]
 
 
+def serving_one_service(
+    resources: CustomResources,
+    namespace: str,
+    runtime_name: str,
+    start_controller: StartController,
+    name: str,
+) -> None:
+    """A runtime, one service pinned to it, and a running operator that has reconciled it."""
+    resources.create(inference_runtime(runtime_name))
+    resources.create(llmservice(name, {"runtime": {"name": runtime_name}}), namespace)
+    start_controller().wait_reconciling()
+    eventually(lambda: reconciled(resources, namespace, name), "a first status")
+
+
 def serving_image(api_client: k8s_client.ApiClient, namespace: str, name: str) -> str | None:
     deployment = read(api_client, "apps/v1", "Deployment", namespace, name)
     if deployment is None:
@@ -100,10 +114,7 @@ def test_deleted_runtime_degrades_the_services_that_pin_it(
     runtime_name: str,
     start_controller: StartController,
 ) -> None:
-    resources.create(inference_runtime(runtime_name))
-    resources.create(llmservice("bereft", {"runtime": {"name": runtime_name}}), namespace)
-    start_controller().wait_reconciling()
-    eventually(lambda: reconciled(resources, namespace, "bereft"), "a first status")
+    serving_one_service(resources, namespace, runtime_name, start_controller, "bereft")
 
     resources.delete("InferenceRuntime", runtime_name)
 
@@ -125,10 +136,7 @@ def test_backend_pod_change_wakes_its_service(
     runtime_name: str,
     start_controller: StartController,
 ) -> None:
-    resources.create(inference_runtime(runtime_name))
-    resources.create(llmservice("watched", {"runtime": {"name": runtime_name}}), namespace)
-    start_controller().wait_reconciling()
-    eventually(lambda: reconciled(resources, namespace, "watched"), "a first status")
+    serving_one_service(resources, namespace, runtime_name, start_controller, "watched")
 
     pod = backend_pod(api_client, namespace, "watched", runtime_name, "watched-abc")
     set_pod_status(api_client, namespace, pod, serving_status(waiting="ErrImagePull"))
@@ -170,10 +178,7 @@ def test_hand_edit_of_the_scaled_object_spec_is_reverted_by_the_running_operator
     runtime_name: str,
     start_controller: StartController,
 ) -> None:
-    resources.create(inference_runtime(runtime_name))
-    resources.create(llmservice("steady", {"runtime": {"name": runtime_name}}), namespace)
-    start_controller().wait_reconciling()
-    eventually(lambda: reconciled(resources, namespace, "steady"), "a first status")
+    serving_one_service(resources, namespace, runtime_name, start_controller, "steady")
 
     edit = {"spec": {"maxReplicaCount": 9}}
     edited = patch(api_client, "keda.sh/v1alpha1", "ScaledObject", namespace, "steady", edit)
