@@ -213,6 +213,22 @@ def test_informer_sees_only_its_namespace_and_label_selector(
     assert len(informer.store) == 0
 
 
+def change_then_reconnect(
+    core: k8s_client.CoreV1Api, namespace: str, proxy: TcpProxy, recorder: Recorder
+) -> list[Event]:
+    """Update `changed`, delete `removed` and create `created` while the informer is cut off,
+    reconnect it, and return what it delivered once all three changes have arrived."""
+    core.patch_namespaced_config_map("changed", namespace, {"data": {"v": "2"}})
+    core.delete_namespaced_config_map("removed", namespace)
+    core.create_namespaced_config_map(namespace, config_map("created", {"v": "1"}))
+    proxy.start()
+    return recorder.wait_for(
+        ("update", "changed", {"v": "2"}),
+        ("delete", "removed", {"v": "1"}),
+        ("add", "created", {"v": "1"}),
+    )
+
+
 def test_changes_made_while_the_connection_was_cut_are_delivered_when_it_returns(
     proxied_informer: tuple[Informer, Recorder, TcpProxy],
     core: k8s_client.CoreV1Api,
@@ -222,16 +238,8 @@ def test_changes_made_while_the_connection_was_cut_are_delivered_when_it_returns
 
     proxy.cut()
     wait_until(lambda: informer.failures > 0)  # the watch is down, retrying against a refusal
-    core.patch_namespaced_config_map("changed", namespace, {"data": {"v": "2"}})
-    core.delete_namespaced_config_map("removed", namespace)
-    core.create_namespaced_config_map(namespace, config_map("created", {"v": "1"}))
-    proxy.start()
+    events = change_then_reconnect(core, namespace, proxy, recorder)
 
-    events = recorder.wait_for(
-        ("update", "changed", {"v": "2"}),
-        ("delete", "removed", {"v": "1"}),
-        ("add", "created", {"v": "1"}),
-    )
     assert ("update", "kept", {"v": "1"}) not in events
     assert sorted(obj["metadata"]["name"] for obj in informer.store.list()) == [
         "changed",
@@ -255,16 +263,8 @@ def test_after_an_api_server_restart_the_expired_watch_relists_and_delivers_what
 
     proxy.cut()
     control_plane.restart_apiserver()
-    core.patch_namespaced_config_map("changed", namespace, {"data": {"v": "2"}})
-    core.delete_namespaced_config_map("removed", namespace)
-    core.create_namespaced_config_map(namespace, config_map("created", {"v": "1"}))
-    proxy.start()
+    events = change_then_reconnect(core, namespace, proxy, recorder)
 
-    events = recorder.wait_for(
-        ("update", "changed", {"v": "2"}),
-        ("delete", "removed", {"v": "1"}),
-        ("add", "created", {"v": "1"}),
-    )
     assert informer.relists > lists_before
     assert any("410 Gone" in record.getMessage() for record in caplog.records)
     assert ("update", "kept", {"v": "1"}) not in events  # the relist skips unchanged objects
