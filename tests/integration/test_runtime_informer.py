@@ -119,11 +119,6 @@ def _pump(source: socket.socket, sink: socket.socket) -> None:
 
 
 @pytest.fixture
-def core(api_client: k8s_client.ApiClient) -> k8s_client.CoreV1Api:
-    return k8s_client.CoreV1Api(api_client)
-
-
-@pytest.fixture
 def start_informer() -> Iterator[Callable[..., tuple[Informer, Recorder]]]:
     started: list[Informer] = []
 

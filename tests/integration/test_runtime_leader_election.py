@@ -10,7 +10,7 @@ import sys
 import textwrap
 import threading
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -25,6 +25,7 @@ from noctaya.k8s.runtime import (
     ResourceResolver,
 )
 
+from .conftest import StartManager
 from .runtime_harness import FAST, WAIT, Reconciles, RunningManager, config_map, wait_until
 
 pytestmark = pytest.mark.integration
@@ -56,10 +57,9 @@ def reconciles() -> Reconciles:
 
 @pytest.fixture
 def candidates(
-    api_client: k8s_client.ApiClient, namespace: str, reconciles: Reconciles
-) -> Iterator[Callable[[str], RunningManager]]:
+    api_client: k8s_client.ApiClient, namespace: str, reconciles: Reconciles, running: StartManager
+) -> Callable[[str], RunningManager]:
     """Managers electing on one Lease in the test namespace, each watching its ConfigMaps."""
-    started: list[RunningManager] = []
 
     def start(identity: str) -> RunningManager:
         options = ManagerOptions(
@@ -70,14 +70,9 @@ def candidates(
         )
         manager = Manager(api_client, options)
         manager.watch("v1", "ConfigMap", namespace=namespace)
-        runner = RunningManager(manager, reconciles.reconciler(identity)).start()
-        started.append(runner)
-        return runner
+        return running(manager, reconciles.reconciler(identity))
 
-    yield start
-    for runner in started:
-        if not runner.finished.is_set():
-            runner.stop()
+    return start
 
 
 def holder(coordination: k8s_client.CoordinationV1Api, namespace: str) -> Any:
@@ -87,7 +82,7 @@ def holder(coordination: k8s_client.CoordinationV1Api, namespace: str) -> Any:
 def test_two_replicas_never_reconcile_at_once_and_the_standby_takes_over_when_the_leader_stops(
     candidates: Callable[[str], RunningManager],
     reconciles: Reconciles,
-    core_api: k8s_client.CoreV1Api,
+    core: k8s_client.CoreV1Api,
     coordination: k8s_client.CoordinationV1Api,
     namespace: str,
 ) -> None:
@@ -95,7 +90,7 @@ def test_two_replicas_never_reconcile_at_once_and_the_standby_takes_over_when_th
     assert first.manager.reconciling.wait(WAIT)
     second = candidates("replica-b")
     for n in range(5):
-        core_api.create_namespaced_config_map(namespace, config_map(f"cm-{n}", {}))
+        core.create_namespaced_config_map(namespace, config_map(f"cm-{n}", {}))
     reconciles.wait_for(lambda calls: len({c.key for c in calls}) == 5)
     assert not second.manager.reconciling.is_set()
     assert holder(coordination, namespace).holder_identity == "replica-a"
@@ -108,7 +103,7 @@ def test_two_replicas_never_reconcile_at_once_and_the_standby_takes_over_when_th
     assert takeover < LEASE_SECONDS, f"takeover took {takeover:.2f}s"
     for n in range(5):  # the standby's queue, filled while waiting, is worked off
         reconciles.wait_for_key((namespace, f"cm-{n}"), by="replica-b")
-    core_api.create_namespaced_config_map(namespace, config_map("after-handover", {}))
+    core.create_namespaced_config_map(namespace, config_map("after-handover", {}))
     reconciles.wait_for_key((namespace, "after-handover"), by="replica-b")
 
     calls = sorted(reconciles.calls, key=lambda call: call.started)
@@ -136,7 +131,7 @@ def test_stopping_the_leader_releases_the_lease(
 def test_a_leader_that_cannot_renew_stops_reconciling_within_the_renew_deadline(
     candidates: Callable[[str], RunningManager],
     reconciles: Reconciles,
-    core_api: k8s_client.CoreV1Api,
+    core: k8s_client.CoreV1Api,
     coordination: k8s_client.CoordinationV1Api,
     namespace: str,
 ) -> None:
@@ -156,7 +151,7 @@ def test_a_leader_that_cannot_renew_stops_reconciling_within_the_renew_deadline(
     assert lost_after < RENEW_DEADLINE + 2 * RETRY + 1.0, f"gave up after {lost_after:.2f}s"
     assert not leader.manager.reconciling.is_set()
     before = len(reconciles.calls)
-    core_api.create_namespaced_config_map(namespace, config_map("unseen", {}))
+    core.create_namespaced_config_map(namespace, config_map("unseen", {}))
     assert holder(coordination, namespace).holder_identity == "usurper"  # not released
     assert len(reconciles.calls) == before
 
@@ -241,8 +236,3 @@ def _holder_or_none(coordination: k8s_client.CoordinationV1Api, namespace: str) 
         return str(holder(coordination, namespace).holder_identity)
     except k8s_client.ApiException:
         return None
-
-
-@pytest.fixture
-def core_api(api_client: k8s_client.ApiClient) -> k8s_client.CoreV1Api:
-    return k8s_client.CoreV1Api(api_client)

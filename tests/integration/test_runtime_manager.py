@@ -7,7 +7,6 @@ import threading
 import urllib.error
 import urllib.request
 import uuid
-from collections.abc import Callable, Iterator
 from typing import Any
 
 import pytest
@@ -20,32 +19,11 @@ from noctaya.k8s.runtime import (
     generation_changed,
 )
 
-from .runtime_harness import FAST, Reconciles, RunningManager, config_map, wait_until
+from .runtime_harness import FAST, Reconciles, config_map, wait_until
 
 pytestmark = pytest.mark.integration
 
 OPTIONS = ManagerOptions(workers=1, health_probe_address="0", informer_timing=FAST)
-
-
-@pytest.fixture
-def core(api_client: k8s_client.ApiClient) -> k8s_client.CoreV1Api:
-    return k8s_client.CoreV1Api(api_client)
-
-
-@pytest.fixture
-def running() -> Iterator[Callable[..., RunningManager]]:
-    """Starts managers on threads; stops whatever a test left running."""
-    started: list[RunningManager] = []
-
-    def start(manager: Manager, reconcile: Callable[[ObjectKey], None]) -> RunningManager:
-        runner = RunningManager(manager, reconcile).start()
-        started.append(runner)
-        return runner
-
-    yield start
-    for runner in started:
-        if not runner.finished.is_set():
-            runner.stop()
 
 
 def test_each_created_or_changed_object_is_reconciled_under_its_own_key(
