@@ -5,7 +5,6 @@ from __future__ import annotations
 import asyncio
 import json
 import time
-from collections.abc import AsyncIterator
 
 import aiohttp
 import pytest
@@ -13,19 +12,6 @@ from noctaya.gateway.engine_stub import load_settings
 from noctaya.gateway.engine_stub.settings import SettingsError
 
 from .support import Engine, eventually, read_events, start_engine
-
-
-@pytest.fixture
-async def stub() -> AsyncIterator[Engine]:
-    started = await start_engine(token_count=3, token_delay=0.0)
-    yield started
-    started.server.close()
-
-
-@pytest.fixture
-async def http() -> AsyncIterator[aiohttp.ClientSession]:
-    async with aiohttp.ClientSession() as session:
-        yield session
 
 
 async def test_health_is_503_until_the_startup_delay_has_passed(
@@ -58,18 +44,18 @@ async def test_health_is_503_until_the_startup_delay_has_passed(
     ],
 )
 async def test_wrong_method_is_405_with_allow(
-    stub: Engine, http: aiohttp.ClientSession, method: str, path: str, allow: str
+    engine: Engine, http: aiohttp.ClientSession, method: str, path: str, allow: str
 ) -> None:
-    async with http.request(method, f"{stub.url}{path}") as response:
+    async with http.request(method, f"{engine.url}{path}") as response:
         assert response.status == 405
         assert response.headers["Allow"] == allow
         assert await response.read() == b"method not allowed\n"
 
 
 async def test_non_streamed_chat_and_text_completions(
-    stub: Engine, http: aiohttp.ClientSession
+    engine: Engine, http: aiohttp.ClientSession
 ) -> None:
-    async with http.post(f"{stub.url}/v1/chat/completions", json={"model": "m"}) as response:
+    async with http.post(f"{engine.url}/v1/chat/completions", json={"model": "m"}) as response:
         assert response.headers["Content-Type"] == "application/json"
         assert await response.json() == {
             "id": "stub-cmpl",
@@ -82,7 +68,7 @@ async def test_non_streamed_chat_and_text_completions(
                 }
             ],
         }
-    async with http.post(f"{stub.url}/v1/completions?tokens=2", data=b"null") as response:
+    async with http.post(f"{engine.url}/v1/completions?tokens=2", data=b"null") as response:
         assert await response.json() == {
             "id": "stub-cmpl",
             "object": "text_completion",
@@ -91,10 +77,10 @@ async def test_non_streamed_chat_and_text_completions(
 
 
 async def test_streamed_completion_sends_one_event_per_token_then_done(
-    stub: Engine, http: aiohttp.ClientSession
+    engine: Engine, http: aiohttp.ClientSession
 ) -> None:
     async with http.post(
-        f"{stub.url}/v1/chat/completions?tokens=2", json={"stream": True}
+        f"{engine.url}/v1/chat/completions?tokens=2", json={"stream": True}
     ) as response:
         assert response.headers["Content-Type"] == "text/event-stream"
         assert response.headers["Cache-Control"] == "no-cache"
@@ -105,7 +91,7 @@ async def test_streamed_completion_sends_one_event_per_token_then_done(
         {**chunk, "choices": [{"index": 0, "delta": {"content": "tok1 "}}]},
     ]
     assert blocks[-1] == "data: [DONE]"
-    async with http.post(f"{stub.url}/v1/completions", json={"stream": True}) as response:
+    async with http.post(f"{engine.url}/v1/completions", json={"stream": True}) as response:
         blocks = await read_events(response)
     assert json.loads(blocks[0].removeprefix("data: ")) == {
         "id": "stub-cmpl",
@@ -138,26 +124,26 @@ async def test_tokens_are_paced_by_the_token_delay(http: aiohttp.ClientSession) 
     ],
 )
 async def test_bad_completion_requests_are_400(
-    stub: Engine, http: aiohttp.ClientSession, query: str, body: bytes, message: bytes
+    engine: Engine, http: aiohttp.ClientSession, query: str, body: bytes, message: bytes
 ) -> None:
-    async with http.post(f"{stub.url}/v1/chat/completions{query}", data=body) as response:
+    async with http.post(f"{engine.url}/v1/chat/completions{query}", data=body) as response:
         assert response.status == 400
         assert await response.read() == message
 
 
 async def test_metrics_show_the_three_vllm_gauges_and_control_sets_them(
-    stub: Engine, http: aiohttp.ClientSession
+    engine: Engine, http: aiohttp.ClientSession
 ) -> None:
-    async with http.get(f"{stub.url}/metrics") as response:
+    async with http.get(f"{engine.url}/metrics") as response:
         assert response.headers["Content-Type"] == "text/plain; version=0.0.4"
         assert await response.text() == (
             "# TYPE vllm:num_requests_waiting gauge\nvllm:num_requests_waiting 0\n"
             "# TYPE vllm:num_requests_running gauge\nvllm:num_requests_running 0\n"
             "# TYPE vllm:kv_cache_usage_perc gauge\nvllm:kv_cache_usage_perc 0\n"
         )
-    async with http.post(f"{stub.url}/control", json={"waiting": 5, "kv_cache": 0.25}) as r:
+    async with http.post(f"{engine.url}/control", json={"waiting": 5, "kv_cache": 0.25}) as r:
         assert r.status == 200
-    async with http.get(f"{stub.url}/metrics") as response:
+    async with http.get(f"{engine.url}/metrics") as response:
         text = await response.text()
     assert "vllm:num_requests_waiting 5\n" in text
     assert "vllm:num_requests_running 0\n" in text
@@ -174,16 +160,16 @@ async def test_metrics_show_the_three_vllm_gauges_and_control_sets_them(
     ],
 )
 async def test_control_rejects_bad_gauges_and_keeps_the_old_ones(
-    stub: Engine, http: aiohttp.ClientSession, body: bytes, message: str
+    engine: Engine, http: aiohttp.ClientSession, body: bytes, message: str
 ) -> None:
-    async with http.post(f"{stub.url}/control", data=body) as response:
+    async with http.post(f"{engine.url}/control", data=body) as response:
         assert response.status == 400
         assert message in await response.text()
-    assert stub.stub.gauges == {"waiting": 0.0, "running": 0.0, "kv_cache": 0.0}
+    assert engine.stub.gauges == {"waiting": 0.0, "running": 0.0, "kv_cache": 0.0}
 
 
-async def test_chunked_and_pipelined_requests_are_answered_in_order(stub: Engine) -> None:
-    port = stub.server.sockets[0].getsockname()[1]
+async def test_chunked_and_pipelined_requests_are_answered_in_order(engine: Engine) -> None:
+    port = engine.server.sockets[0].getsockname()[1]
     reader, writer = await asyncio.open_connection("127.0.0.1", port)
     writer.write(
         b"POST /v1/completions?tokens=1 HTTP/1.1\r\nHost: s\r\nTransfer-Encoding: chunked\r\n\r\n"
