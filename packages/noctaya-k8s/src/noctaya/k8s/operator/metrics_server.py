@@ -10,14 +10,13 @@ from __future__ import annotations
 
 import logging
 import ssl
-import threading
 from http import HTTPStatus
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 from typing import Any, cast
 
 from kubernetes import client as k8s
-from noctaya.k8s.runtime.health import bind_server, parse_probe_address
+from noctaya.k8s.runtime.health import BackgroundServer, bind_server, parse_probe_address
 from noctaya.k8s.runtime.resources import describe_error
 from prometheus_client import CONTENT_TYPE_LATEST, CollectorRegistry, generate_latest
 
@@ -124,7 +123,7 @@ def server_tls(cert_dir: str, cert_name: str, key_name: str) -> ssl.SSLContext:
     return context
 
 
-class MetricsServer:
+class MetricsServer(BackgroundServer):
     """Serves `registry` in a background thread until `stop`."""
 
     def __init__(
@@ -135,6 +134,7 @@ class MetricsServer:
         tls: ssl.SSLContext | None = None,
         reviewer: AccessReview | None = None,
     ) -> None:
+        super().__init__("metrics")
         parsed = parse_probe_address(address, "metrics bind")
         if parsed is None:
             raise ValueError('the metrics address is disabled ("0"); do not start a server')
@@ -142,40 +142,19 @@ class MetricsServer:
         self._registry = registry
         self._tls = tls
         self._reviewer = reviewer
-        self._server: _MetricsHTTPServer | None = None
-
-    @property
-    def port(self) -> int:
-        if self._server is None:
-            raise RuntimeError("metrics server not started")
-        return int(self._server.server_address[1])
 
     def start(self) -> None:
         server = cast(_MetricsHTTPServer, bind_server(self._host, self._port, _Handler))
         server.registry = self._registry
         server.reviewer = self._reviewer
-        server.daemon_threads = True
         if self._tls is not None:
             # The handshake happens on first read, in the connection's own thread.
             server.socket = self._tls.wrap_socket(
                 server.socket, server_side=True, do_handshake_on_connect=False
             )
-        self._server = server
-        threading.Thread(
-            target=server.serve_forever,
-            kwargs={"poll_interval": 0.2},
-            name="metrics",
-            daemon=True,
-        ).start()
+        self._serve(server, "metrics")
         scheme = "https" if self._tls else "http"
         log.info(
             "serving metrics",
             extra={"address": f"{scheme}://{self._host or '*'}:{self.port}{METRICS_PATH}"},
         )
-
-    def stop(self) -> None:
-        if self._server is None:
-            return
-        self._server.shutdown()
-        self._server.server_close()
-        self._server = None

@@ -72,41 +72,29 @@ class _DualStackServer(ThreadingHTTPServer):
         super().server_bind()
 
 
-class HealthServer:
-    """The probe endpoints in a background thread."""
+class BackgroundServer:
+    """Serves HTTP on a daemon thread between `_serve` and `stop` (probes and metrics)."""
 
-    def __init__(self, address: str) -> None:
-        parsed = parse_probe_address(address)
-        if parsed is None:
-            raise ValueError('the health probe address is disabled ("0"); do not start a server')
-        self._address = address
-        self._host, self._port = parsed
+    def __init__(self, what: str) -> None:
+        self._what = what
         self._server: ThreadingHTTPServer | None = None
-        self._thread: threading.Thread | None = None
 
     @property
     def port(self) -> int:
         """The bound port (differs from the configured one when that was 0)."""
         if self._server is None:
-            raise RuntimeError("health server not started")
+            raise RuntimeError(f"{self._what} server not started")
         return int(self._server.server_address[1])
 
-    def start(self) -> None:
-        try:
-            self._server = bind_server(self._host, self._port, _Handler)
-        except OSError as error:
-            raise OSError(
-                error.errno, f'cannot serve health probes on "{self._address}": {error.strerror}'
-            ) from error
-        self._server.daemon_threads = True
-        self._thread = threading.Thread(
-            target=self._server.serve_forever,
+    def _serve(self, server: ThreadingHTTPServer, thread_name: str) -> None:
+        server.daemon_threads = True
+        self._server = server
+        threading.Thread(
+            target=server.serve_forever,
             kwargs={"poll_interval": 0.2},
-            name="health probes",
+            name=thread_name,
             daemon=True,
-        )
-        self._thread.start()
-        log.info("health probes on %s:%d (/healthz, /readyz)", self._host or "*", self.port)
+        ).start()
 
     def stop(self) -> None:
         if self._server is None:
@@ -114,6 +102,28 @@ class HealthServer:
         self._server.shutdown()
         self._server.server_close()
         self._server = None
+
+
+class HealthServer(BackgroundServer):
+    """The probe endpoints in a background thread."""
+
+    def __init__(self, address: str) -> None:
+        super().__init__("health")
+        parsed = parse_probe_address(address)
+        if parsed is None:
+            raise ValueError('the health probe address is disabled ("0"); do not start a server')
+        self._address = address
+        self._host, self._port = parsed
+
+    def start(self) -> None:
+        try:
+            server = bind_server(self._host, self._port, _Handler)
+        except OSError as error:
+            raise OSError(
+                error.errno, f'cannot serve health probes on "{self._address}": {error.strerror}'
+            ) from error
+        self._serve(server, "health probes")
+        log.info("health probes on %s:%d (/healthz, /readyz)", self._host or "*", self.port)
 
 
 def bind_server(host: str, port: int, handler: type[BaseHTTPRequestHandler]) -> ThreadingHTTPServer:
