@@ -14,7 +14,12 @@ from __future__ import annotations
 from typing import Any
 
 from kubernetes.dynamic.exceptions import ConflictError, NotFoundError
-from noctaya.core.create_once import CREATE_ONCE_HASH_ANNOTATION, check_existing, create_once_hash
+from noctaya.core.create_once import (
+    CREATE_ONCE_HASH_ANNOTATION,
+    check_existing,
+    create_once_hash,
+    not_controlled_error,
+)
 from noctaya.core.errors import NoctayaError
 from noctaya.k8s.kinds import kind_of
 from noctaya.k8s.reader import ApiReader, KubeObject, Reader
@@ -48,22 +53,49 @@ def with_create_once_hash(obj: KubeObject) -> KubeObject:
     return obj
 
 
-def contains(live: Any, wanted: Any) -> bool:
-    """Whether `live` holds every field of `wanted` (lists element by element, same length).
+_LIST_KEYS = ("name", "uid")
+"""Fields that identify an entry of a list of objects (containers, env, volumes, ports, owners)."""
 
-    The server adds defaults and status beside the applied fields; those do not count.
+
+def contains(live: Any, wanted: Any) -> bool:
+    """Whether `live` holds every field of `wanted`.
+
+    The server adds defaults and status beside the applied fields; those do not count, nor do
+    list entries others added (a webhook's env var, another owner reference): entries with a
+    name (or uid) are matched by it, other lists must match element by element.
     """
     if isinstance(wanted, dict):
         return isinstance(live, dict) and all(
             key in live and contains(live[key], value) for key, value in wanted.items()
         )
     if isinstance(wanted, list):
-        return (
-            isinstance(live, list)
-            and len(live) == len(wanted)
-            and all(contains(have, want) for have, want in zip(live, wanted, strict=True))
-        )
+        if not isinstance(live, list):
+            return False
+        key = _list_key(wanted)
+        if key is None:
+            return len(live) == len(wanted) and all(
+                contains(have, want) for have, want in zip(live, wanted, strict=True)
+            )
+        by_key = {entry.get(key): entry for entry in live if isinstance(entry, dict)}
+        return all(contains(by_key.get(entry[key]), entry) for entry in wanted)
     return bool(live == wanted)
+
+
+def _list_key(entries: list[Any]) -> str | None:
+    for key in _LIST_KEYS:
+        if entries and all(isinstance(e, dict) and key in e for e in entries):
+            return key
+    return None
+
+
+def _check_controller(live: KubeObject, owner: KubeObject, reason: str) -> None:
+    refs = (live.get("metadata") or {}).get("ownerReferences") or []
+    controllers = [ref for ref in refs if ref.get("controller")]
+    if controllers and not controlled_by(live, owner["metadata"]["uid"]):
+        meta = live["metadata"]
+        raise not_controlled_error(
+            reason, meta["namespace"], meta["name"], owner["metadata"]["name"]
+        )
 
 
 def _annotation(obj: KubeObject, key: str) -> str | None:
@@ -80,15 +112,22 @@ class Applier:
     def _api(self, kind: ResourceKind) -> tuple[Any, Any]:
         return self._resolver.dynamic_client(), self._resolver.resolve(kind)
 
-    def apply(self, obj: KubeObject, owner: KubeObject) -> KubeObject:
-        """Server-side apply with forced ownership: fields Noctaya sets never drift."""
+    def apply(self, obj: KubeObject, owner: KubeObject, reason: str) -> KubeObject:
+        """Server-side apply with forced ownership: fields Noctaya sets never drift.
+
+        An object another controller owns is never taken over: two services whose names
+        collide (`x-scaler` the gateway of one, the scaler Service of `x`) would otherwise
+        hand it back and forth forever.
+        """
         meta = obj["metadata"]
         meta["ownerReferences"] = [owner_reference(owner)]
         digest = create_once_hash(obj)  # of the freshly rendered request, before the stamp
         meta.setdefault("annotations", {})[APPLIED_HASH_ANNOTATION] = digest
         live = self._reader.get(kind_of(obj), meta["namespace"], meta["name"])
-        if live is not None and contains(live, obj):
-            return live
+        if live is not None:
+            _check_controller(live, owner, reason)
+            if contains(live, obj):
+                return live
         client, resource = self._api(kind_of(obj))
         applied = client.server_side_apply(
             resource,

@@ -8,6 +8,7 @@ nothing; the first error wins with its reason and becomes the Ready/Degraded con
 from __future__ import annotations
 
 import base64
+import json
 import logging
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -35,7 +36,7 @@ from noctaya.k8s.observe import observe
 from noctaya.k8s.reader import ApiReader, KubeObject, Reader
 from noctaya.k8s.render.labels import backend_pod_selector
 from noctaya.k8s.render.serving import RenderedService, render_serving
-from noctaya.k8s.runtime.resources import KindNotServed, ResourceResolver
+from noctaya.k8s.runtime.resources import KindNotServed, ResourceKind, ResourceResolver
 from noctaya.k8s.status_writer import StatusWriter
 
 _log = logging.getLogger(__name__)
@@ -154,7 +155,7 @@ class LLMServiceReconciler:
                 raise runtime_lookup_error(
                     pinned, f'inferenceruntimes.serving.noctaya.io "{pinned}" not found'
                 )
-            return parse_inferenceruntime(obj)
+            return _parse_runtime(obj)
         runtimes = {
             obj["metadata"]["name"]: obj
             for obj in _api_step(
@@ -170,7 +171,7 @@ class LLMServiceReconciler:
             for name, obj in runtimes.items()
         ]
         chosen = select_runtime(candidates, vendors)
-        return parse_inferenceruntime(runtimes[chosen.name])
+        return _parse_runtime(runtimes[chosen.name])
 
     # -- apply, in the order of §1.3 step 6 --------------------------------------------------
 
@@ -179,9 +180,19 @@ class LLMServiceReconciler:
     ) -> None:
         svc = plan.service
         uid = owner["metadata"]["uid"]
-        apply = self._applier.apply
+        applier = self._applier
+
+        def apply(reason: str, obj: KubeObject) -> None:
+            _api_step(reason, lambda: applier.apply(obj, owner, reason))
+
+        def create_once(reason: str, obj: KubeObject) -> KubeObject:
+            return _api_step(reason, lambda: applier.create_once(obj, owner, reason))
+
+        def delete(reason: str, kind: ResourceKind, name: str) -> None:
+            _api_step(reason, lambda: applier.delete_if_controlled(kind, svc.namespace, name, uid))
+
         try:
-            apply(rendered.scaled_object, owner)
+            applier.apply(rendered.scaled_object, owner, "ApplyScaledObject")
         except KindNotServed as missing:
             raise NoctayaError(
                 "AutoscalingUnavailable", AUTOSCALING_UNAVAILABLE_PREFIX + str(missing)
@@ -195,52 +206,25 @@ class LLMServiceReconciler:
         progress.autoscaling_applied = True
 
         if rendered.demand_secret is not None:
-            secret = rendered.demand_secret
-            reason = "ApplyDemandAuthentication"
-            live = _api_step(reason, lambda: self._applier.create_once(secret, owner, reason))
-            _check_demand_secret(live)
+            _check_demand_secret(create_once("ApplyDemandAuthentication", rendered.demand_secret))
         if rendered.cache_pvc is not None:
-            pvc, reason = rendered.cache_pvc, "ApplyCachePVC"
-            _api_step(reason, lambda: self._applier.create_once(pvc, owner, reason))
+            create_once("ApplyCachePVC", rendered.cache_pvc)
         if rendered.prewarm_job is not None:
-            job = rendered.prewarm_job
-            reason = "ApplyPrewarmJob"
-            _api_step(reason, lambda: self._applier.create_once(job, owner, reason))
-        steps: list[tuple[str, KubeObject]] = [
-            ("ApplyDeployment", rendered.deployment),
-            ("ApplyBackendService", rendered.backend_service),
-            ("ApplyGateway", rendered.gateway_deployment),
-            ("ApplyGatewayService", rendered.gateway_service),
-        ]
-        for reason, obj in steps:
-            _api_step(reason, lambda obj=obj: apply(obj, owner))  # type: ignore[misc]
+            create_once("ApplyPrewarmJob", rendered.prewarm_job)
+        apply("ApplyDeployment", rendered.deployment)
+        apply("ApplyBackendService", rendered.backend_service)
+        apply("ApplyGateway", rendered.gateway_deployment)
+        apply("ApplyGatewayService", rendered.gateway_service)
         if rendered.gateway_pdb is not None:
-            pdb = rendered.gateway_pdb
-            _api_step("ApplyGatewayPodDisruptionBudget", lambda: apply(pdb, owner))
+            apply("ApplyGatewayPodDisruptionBudget", rendered.gateway_pdb)
         else:
-            _api_step(
-                "DeleteGatewayPodDisruptionBudget",
-                lambda: self._applier.delete_if_controlled(
-                    kinds.PDB, svc.namespace, svc.gateway, uid
-                ),
-            )
+            delete("DeleteGatewayPodDisruptionBudget", kinds.PDB, svc.gateway)
         if rendered.aggregator is not None:
-            aggregator = rendered.aggregator
-            _api_step("ApplyGatewayScaler", lambda: apply(aggregator, owner))
-        _api_step("ApplyGatewayScalerService", lambda: apply(rendered.scaler_service, owner))
+            apply("ApplyGatewayScaler", rendered.aggregator)
+        apply("ApplyGatewayScalerService", rendered.scaler_service)
         if rendered.aggregator is None:
-            _api_step(
-                "DeleteGatewayScaler",
-                lambda: self._applier.delete_if_controlled(
-                    kinds.DEPLOYMENT, svc.namespace, svc.scaler, uid
-                ),
-            )
-            _api_step(
-                "DeleteDemandAuthentication",
-                lambda: self._applier.delete_if_controlled(
-                    kinds.SECRET, svc.namespace, svc.demand_secret, uid
-                ),
-            )
+            delete("DeleteGatewayScaler", kinds.DEPLOYMENT, svc.scaler)
+            delete("DeleteDemandAuthentication", kinds.SECRET, svc.demand_secret)
 
     # -- observe ------------------------------------------------------------------------------
 
@@ -314,6 +298,17 @@ class LLMServiceReconciler:
             )
         except (ApiException, DynamicApiError) as write_error:
             _log.warning("could not write failure status: %s", _api_message(write_error))
+
+
+def _parse_runtime(obj: KubeObject) -> InferenceRuntime:
+    """A broken runtime is a runtime-resolution failure of the service that selected it."""
+    try:
+        return parse_inferenceruntime(obj)
+    except NoctayaError as error:
+        name = (obj.get("metadata") or {}).get("name", "")
+        raise NoctayaError(
+            "RuntimeResolution", f"InferenceRuntime {json.dumps(name)}: {error.message}"
+        ) from error
 
 
 def _check_demand_secret(secret: KubeObject) -> None:

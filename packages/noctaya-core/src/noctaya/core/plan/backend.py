@@ -86,14 +86,42 @@ def scheduling_of(runtime: InferenceRuntime) -> Scheduling:
         )
     return Scheduling(
         node_selector=dict(accelerator.node_selector),
-        tolerations=tuple(t.to_wire() for t in accelerator.tolerations),
+        tolerations=tuple(server_form(t.to_wire()) for t in accelerator.tolerations),
         scheduler_name=scheduler.name if scheduler and scheduler.name else None,
         volcano_queue=queue or None,
     )
 
 
+_PROBE_DEFAULTED = frozenset(
+    {
+        "initialDelaySeconds",
+        "timeoutSeconds",
+        "periodSeconds",
+        "successThreshold",
+        "failureThreshold",
+    }
+)
+
+
+def server_form(value: Any) -> Any:
+    """The wire form the API server stores: empty strings and lists are dropped.
+
+    Rendering what the server keeps (rather than what a user spelled) lets the operator see
+    that a live object already matches, so an unchanged service causes no write.
+    """
+    if isinstance(value, dict):
+        return {k: server_form(v) for k, v in value.items() if v != "" and v != []}
+    if isinstance(value, list):
+        return [server_form(v) for v in value]
+    return value
+
+
 def _probe(probe: Probe | None, default: dict[str, Any]) -> dict[str, Any]:
-    return probe.to_wire() if probe is not None else default
+    """A runtime probe; a zero timing field means "the default" to Kubernetes, so it is left out."""
+    if probe is None:
+        return default
+    wire: dict[str, Any] = server_form(probe.to_wire())
+    return {k: v for k, v in wire.items() if not (k in _PROBE_DEFAULTED and v == 0)}
 
 
 def _env(pairs: tuple[LiteralEnv, ...]) -> list[dict[str, Any]]:
@@ -118,6 +146,13 @@ def plan_backend(
             f"resources.fraction is not supported in v0; runtime {json.dumps(rt_name)} serves "
             "whole devices, set resources.accelerators instead",
         )
+    sharing = rt.accelerator.sharing
+    if sharing is not None and sharing.supported:
+        raise NoctayaError(
+            REASON,
+            f"runtime {json.dumps(rt_name)} sets accelerator.sharing.supported, which is not "
+            "implemented; Noctaya serves whole devices, set it to false",
+        )
     accelerator = adapter.accelerator_plan(
         AcceleratorRequest(rt_name, rt.accelerator.resource_name, spec.resources.accelerators)
     )
@@ -130,7 +165,7 @@ def plan_backend(
     args = render_args(rt.container.args, spec.runtime.args_override, context)
     values = render_env_values([item.value for item in rt.container.env], context)
     env = [
-        {**item.to_wire(), **({"value": value} if value else {})}
+        server_form({**item.to_wire(), **({"value": value} if value is not None else {})})
         for item, value in zip(rt.container.env, values, strict=True)
     ]
     env += _env(model.env) + _env(cache_env)
@@ -167,7 +202,7 @@ def plan_backend(
         limits=dict(accelerator.limits),
         readiness=_probe(rt.health.readiness, health),
         startup=_probe(rt.health.startup, {**health, "periodSeconds": 10, "failureThreshold": 60}),
-        liveness=rt.health.liveness.to_wire() if rt.health.liveness else None,
+        liveness=_probe(rt.health.liveness, {}) or None,
         volumes=tuple(volumes),
         mounts=tuple(mounts),
         prestop_sleep_seconds=prestop,
