@@ -10,7 +10,7 @@ from collections.abc import AsyncIterator, Awaitable, Callable
 
 import aiohttp
 import pytest
-from noctaya.gateway.upstream import UpstreamPool
+from noctaya.gateway.upstream import UpstreamClosed, UpstreamPool
 
 from .conftest import StartGateway
 
@@ -131,32 +131,123 @@ async def test_large_response_bodies_stream_through_intact(
     assert digest.digest() == hashlib.sha256(payload).digest()
 
 
-async def test_a_pooled_connection_closed_by_the_backend_is_retried_once_on_a_fresh_one(
+def _answer_first_then_drop(requests: list[bytes]) -> Handler:
+    """Answer the first request on a connection, then read the next one and drop the connection
+    without a word, as a backend crashing on it (or a keep-alive timeout racing it) does."""
+
+    async def handler(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        with contextlib.suppress(asyncio.IncompleteReadError, ConnectionError):
+            requests.append(await _read_request(reader))
+            writer.write(b"HTTP/1.1 200 OK\r\nContent-Length: 2\r\n\r\nok")
+            await writer.drain()
+            requests.append(await _read_request(reader))
+        writer.close()
+
+    return handler
+
+
+@pytest.mark.parametrize(
+    ("method", "headers"),
+    [
+        ("GET", []),
+        ("TRACE", []),
+        ("OPTIONS", []),
+        ("POST", [(b"idempotency-key", b"req-1")]),
+        ("POST", [(b"x-idempotency-key", b"req-1")]),
+    ],
+)
+async def test_a_replayable_request_the_backend_dropped_on_a_reused_connection_is_retried_once(
+    backend: Callable[[Handler], Awaitable[str]], method: str, headers: list[tuple[bytes, bytes]]
+) -> None:
+    requests: list[bytes] = []
+    pool = UpstreamPool(await backend(_answer_first_then_drop(requests)))
+    try:
+        for _ in range(3):
+            async with pool.exchange(method, b"/v1/models", headers) as response:
+                assert response.status == 200
+                await response.read()
+    finally:
+        await pool.close()
+    # first connection: 1 answered + 1 dropped, retried on the second: answered, and so on
+    assert [head.split(b" ")[0].decode() for head in requests] == [method] * 5
+
+
+async def test_a_post_the_backend_received_on_a_reused_connection_is_never_sent_twice(
+    backend: Callable[[Handler], Awaitable[str]],
+    start_gateway: StartGateway,
+    http: aiohttp.ClientSession,
+) -> None:
+    """The POST was written whole, so the backend may have acted on it (then crashed): the
+    client gets 502 and the backend sees it once, whatever the connection's history."""
+    positions: list[int] = []
+
+    async def handler(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        served = 0
+        with contextlib.suppress(asyncio.IncompleteReadError, ConnectionError):
+            while True:
+                head = await _read_request(reader)
+                served += 1
+                if head.startswith(b"POST /v1/crash "):
+                    positions.append(served)
+                    break
+                writer.write(b"HTTP/1.1 200 OK\r\nContent-Length: 2\r\n\r\nok")
+                await writer.drain()
+        writer.close()
+
+    gateway = await start_gateway(await backend(handler))
+    async with http.post(f"{gateway.url}/v1/warm", json={}) as response:
+        assert response.status == 200
+    async with http.post(f"{gateway.url}/v1/crash", json={"prompt": "costly"}) as response:
+        assert response.status == 502
+        assert (await response.json())["error"]["code"] == "bad_gateway"
+    assert len(positions) == 1
+    assert positions[0] > 1, "the POST must have gone out on a reused connection"
+
+
+async def test_a_non_idempotent_request_is_not_retried_at_the_pool(
     backend: Callable[[Handler], Awaitable[str]],
 ) -> None:
-    """The backend answers the first request on a connection, then drops the connection when
-    the next one arrives, as a keep-alive timeout racing a new request does."""
+    requests: list[bytes] = []
+    pool = UpstreamPool(await backend(_answer_first_then_drop(requests)))
+    try:
+        async with pool.exchange("POST", b"/v1/completions", [], b"{}") as response:
+            assert await response.read() == b"ok"
+        with pytest.raises(UpstreamClosed):
+            async with pool.exchange("POST", b"/v1/completions", [], b"{}"):
+                pass
+    finally:
+        await pool.close()
+    assert len(requests) == 2
+
+
+async def test_an_idle_connection_older_than_the_idle_limit_is_not_reused(
+    backend: Callable[[Handler], Awaitable[str]],
+) -> None:
+    """Retired before a backend's own keep-alive timeout (uvicorn's is 5 s) can race a request."""
     connections = 0
 
     async def handler(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
         nonlocal connections
         connections += 1
-        await _read_request(reader)
-        writer.write(b"HTTP/1.1 200 OK\r\nContent-Length: 2\r\n\r\nok")
-        await writer.drain()
-        with contextlib.suppress(asyncio.IncompleteReadError):
-            await _read_request(reader)
+        with contextlib.suppress(asyncio.IncompleteReadError, ConnectionError):
+            while True:
+                await _read_request(reader)
+                writer.write(b"HTTP/1.1 200 OK\r\nContent-Length: 2\r\n\r\nok")
+                await writer.drain()
         writer.close()
 
-    pool = UpstreamPool(await backend(handler))
+    pool = UpstreamPool(await backend(handler), max_idle_seconds=0.2)
     try:
-        for _ in range(3):
+        for _ in range(2):
             async with pool.exchange("POST", b"/v1/completions", [], b"{}") as response:
-                assert response.status == 200
                 assert await response.read() == b"ok"
+        assert connections == 1
+        await asyncio.sleep(0.3)  # past the idle limit: that is the scenario, not a wait
+        async with pool.exchange("POST", b"/v1/completions", [], b"{}") as response:
+            assert await response.read() == b"ok"
     finally:
         await pool.close()
-    assert connections >= 3
+    assert connections == 2
 
 
 async def test_keep_alive_connections_are_reused(

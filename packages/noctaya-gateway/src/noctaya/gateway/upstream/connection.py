@@ -32,6 +32,7 @@ class Http1Connection(asyncio.Protocol):
         self._error: BaseException | None = None
         self.closed = False
         self.received_any = False  # for the current exchange
+        self.sent_any = False  # for the current exchange
         self.body_ended = False
 
     # asyncio.Protocol
@@ -78,11 +79,13 @@ class Http1Connection(asyncio.Protocol):
         self._head = self._loop.create_future()
         self.body_ended = False
         self.received_any = False
+        self.sent_any = False
 
     def write(self, data: bytes) -> None:
         if self._transport is None or self.closed:
             raise UpstreamClosed("backend connection is closed")
         self._transport.write(data)
+        self.sent_any = True
 
     async def drain(self) -> None:
         if self._drained is not None:

@@ -4,7 +4,13 @@ Chosen by measurement over aiohttp and httpx (benchmarks/gateway): through a bar
 proxy, aiohttp costs about 450 µs of CPU per request and httpx several times that, this client
 about 70 µs, so the gateway's cost is hypercorn's plus its own logic. It does only what a
 single-origin reverse proxy needs: one request at a time per connection, bodies streamed both
-ways, a pooled connection that the backend closed while idle retried once on a fresh one.
+ways, and Go's retry rule for a pooled connection the backend closed as the request went out.
+
+That rule: retry once on a fresh connection only if nothing of the request was written, or if
+the request is replayable (GET/HEAD/OPTIONS/TRACE, or carrying an idempotency key) and its body
+is held in memory. A POST the backend received and then crashed on is never sent twice. Idle
+connections are retired before common backend keep-alive timeouts (uvicorn's is 5 s), so a
+request rarely races a backend closing its connection in the first place.
 """
 
 from __future__ import annotations
@@ -20,7 +26,10 @@ from noctaya.gateway.upstream.parser import Head, ProtocolError
 
 Headers = list[tuple[bytes, bytes]]
 MAX_IDLE = 256
+MAX_IDLE_SECONDS = 4.0
 _BODYLESS = frozenset({"GET", "HEAD", "DELETE", "OPTIONS", "TRACE"})
+_IDEMPOTENT = frozenset({"GET", "HEAD", "OPTIONS", "TRACE"})
+_IDEMPOTENCY_KEYS = frozenset({b"idempotency-key", b"x-idempotency-key"})
 UpstreamError = (UpstreamClosed, ProtocolError, OSError, TimeoutError)
 """What a failed exchange raises (besides whatever the request body's source raised)."""
 
@@ -46,7 +55,12 @@ class UpstreamResponse:
 
 
 class UpstreamPool:
-    def __init__(self, backend_url: str, connect_timeout: float = 30.0) -> None:
+    def __init__(
+        self,
+        backend_url: str,
+        connect_timeout: float = 30.0,
+        max_idle_seconds: float = MAX_IDLE_SECONDS,
+    ) -> None:
         parts = urlsplit(backend_url)
         self._host = parts.hostname or ""
         self._port = parts.port or (443 if parts.scheme == "https" else 80)
@@ -54,7 +68,8 @@ class UpstreamPool:
         self.host_header = parts.netloc.rsplit("@", 1)[-1].encode("idna")
         self.path_prefix = parts.path.rstrip("/").encode()
         self._connect_timeout = connect_timeout
-        self._idle: list[Http1Connection] = []
+        self._max_idle_seconds = max_idle_seconds
+        self._idle: list[tuple[Http1Connection, float]] = []  # with when it went idle
 
     @asynccontextmanager
     async def exchange(
@@ -81,8 +96,8 @@ class UpstreamPool:
                     connection, method, target, headers, body, declared_length
                 )
             except UpstreamClosed:
-                # A kept-alive connection the backend had just closed: nothing was processed.
-                if not (reused and isinstance(body, bytes) and not connection.received_any):
+                # A kept-alive connection the backend closed as the request went out.
+                if not (reused and _may_retry(connection, method, headers, body)):
                     raise
                 connection.close()
                 connection = await self._connect()
@@ -96,17 +111,24 @@ class UpstreamPool:
                 connection.close()
             if connection.reusable and len(self._idle) < MAX_IDLE:
                 connection.release()
-                self._idle.append(connection)
+                self._idle.append((connection, asyncio.get_running_loop().time()))
             else:
                 connection.close()
 
     async def close(self) -> None:
         while self._idle:
-            self._idle.pop().close()
+            self._idle.pop()[0].close()
 
     def _take_idle(self) -> Http1Connection | None:
+        """The most recently used open connection; the rest, if it is too old, are older still."""
+        oldest_usable = asyncio.get_running_loop().time() - self._max_idle_seconds
         while self._idle:
-            connection = self._idle.pop()
+            connection, idle_since = self._idle.pop()
+            if idle_since < oldest_usable:
+                connection.close()
+                while self._idle:
+                    self._idle.pop()[0].close()
+                return None
             if not connection.closed:
                 return connection
         return None
@@ -151,6 +173,22 @@ class UpstreamPool:
         )
         writer.add_done_callback(lambda task: _abort_on_failure(task, connection))
         return await connection.read_head(), writer
+
+
+def _may_retry(
+    connection: Http1Connection,
+    method: str,
+    headers: Headers,
+    body: bytes | AsyncIterable[bytes],
+) -> bool:
+    """Go's rule: nothing reached the backend, or the request is safe to repeat and we still
+    hold its body. A response byte means the backend processed it: never retried."""
+    if connection.received_any:
+        return False
+    if not connection.sent_any:
+        return True
+    replayable = method in _IDEMPOTENT or any(name in _IDEMPOTENCY_KEYS for name, _ in headers)
+    return replayable and isinstance(body, bytes)
 
 
 async def _write_body(
