@@ -7,7 +7,6 @@ with those defaults too, so in-process tests can shrink them; the environment ne
 from __future__ import annotations
 
 import enum
-import re
 from collections.abc import Mapping
 from dataclasses import dataclass
 from decimal import Decimal
@@ -15,13 +14,13 @@ from urllib.parse import urlsplit
 
 from noctaya.core.plan import gateway_env as names
 from noctaya.core.values import Duration, Quantity
+from noctaya.core.values.go_text import go_positive_int
 from noctaya.core.values.listen_address import parse_listen_address
 
 DEFAULT_MAX_QUEUE = 100
 DEFAULT_ACTIVATION_TIMEOUT = Duration.parse("5m")
 DEFAULT_HEARTBEAT_INTERVAL = Duration.parse("10s")
 MIB = 1024 * 1024
-_GO_INT = re.compile(r"[+-]?[0-9]+")
 DEFAULT_MAX_REQUEST_BODY = 8 * MIB
 """Equal to the stream-detection peek, so a request that waits for a cold backend is held whole
 (bounded) and a client that disconnects during that wait is always noticed."""
@@ -116,10 +115,8 @@ def _check_key_file(path: str) -> None:
 
 def _positive_int(text: str | None, default: int) -> int:
     """Go `strconv.Atoi` syntax; anything else (or a non-positive value) means the default."""
-    if text is None or not _GO_INT.fullmatch(text):
-        return default
-    value = int(text)
-    return value if value > 0 else default
+    value = None if text is None else go_positive_int(text)
+    return default if value is None else value
 
 
 def _positive_seconds(text: str | None, default: Duration) -> float:

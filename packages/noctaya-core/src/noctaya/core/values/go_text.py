@@ -1,12 +1,16 @@
-"""Go's spelling of strings and string slices, so messages read exactly like the reference's.
+"""Go's spelling of strings, string slices and integers, so text reads as the reference's does.
 
 The reference embeds values with Go's `%q` and slices with `%v` (`[a b]`); users and tests
 compare those messages verbatim, and the prewarm programs reuse `%q` output as Python literals.
+Its settings parse integers with `strconv.Atoi`, so `1_000` or ` 5` are not numbers here either.
 """
 
 from __future__ import annotations
 
+import re
 from collections.abc import Iterable
+
+_GO_DECIMAL = re.compile(r"[+-]?[0-9]+")
 
 _SHORT_ESCAPES = {
     "\a": r"\a",
@@ -46,3 +50,11 @@ def _quote_rune(char: str) -> str:
 def go_list(items: Iterable[str]) -> str:
     """Go's `%v` of a string slice: `[a b]`."""
     return "[" + " ".join(items) + "]"
+
+
+def go_positive_int(text: str) -> int | None:
+    """`text` as Go's `strconv.Atoi` reads it (optional sign, ASCII digits) if above zero."""
+    if not _GO_DECIMAL.fullmatch(text):
+        return None
+    value = int(text)
+    return value if value > 0 else None

@@ -2,11 +2,11 @@
 
 from __future__ import annotations
 
-import re
 from collections.abc import Mapping
 from dataclasses import dataclass
 
 from noctaya.core.plan import gateway_env as names
+from noctaya.core.values.go_text import go_positive_int
 from noctaya.core.values.listen_address import parse_listen_address
 from noctaya.gateway.aggregator.protocol import INT64_MAX, read_demand_token
 from noctaya.gateway.scaler.tls import ScalerTLS, load_scaler_tls
@@ -15,8 +15,6 @@ DEFAULT_MAX_MEMBERS = 1024
 DEFAULT_MAX_DEMAND = 100
 DEFAULT_LISTEN_ADDR = ":9091"
 DEFAULT_SCALER_LISTEN_ADDR = ":9090"
-
-_GO_INT = re.compile(r"[+-]?[0-9]+")
 
 
 @dataclass(frozen=True)
@@ -60,6 +58,7 @@ def _positive_int(environ: Mapping[str, str], name: str, default: int) -> int:
     raw = environ.get(name, "")
     if not raw:
         return default
-    if not _GO_INT.fullmatch(raw) or not 0 < int(raw) <= INT64_MAX:
+    value = go_positive_int(raw)
+    if value is None or value > INT64_MAX:
         raise ValueError(f"{name} must be a positive integer")
-    return int(raw)
+    return value

@@ -12,6 +12,7 @@ from collections.abc import Awaitable
 from functools import lru_cache
 from typing import Any
 
+from noctaya.core.values.go_text import go_positive_int
 from noctaya.gateway.engine_stub.http11 import Exchange, Request
 from noctaya.gateway.engine_stub.settings import StubSettings
 
@@ -111,9 +112,7 @@ class EngineStub:
             return None
         return self._complete(request, exchange, _COMPLETION_PATHS[request.path])
 
-    def _complete(
-        self, request: Request, exchange: Exchange, chat: bool
-    ) -> Awaitable[None] | None:
+    def _complete(self, request: Request, exchange: Exchange, chat: bool) -> Awaitable[None] | None:
         stream = _stream_flag(request.body)
         if stream is None:
             exchange.respond(400, _PLAIN, b"invalid JSON request\n")
@@ -131,10 +130,7 @@ class EngineStub:
         match = _TOKENS_PARAM.search(query)
         if match is None:
             return self.settings.token_count
-        text = match.group(1)
-        if not re.fullmatch(r"\+?[0-9]+", text) or int(text) <= 0:
-            return None
-        return int(text)
+        return go_positive_int(match.group(1))
 
     async def _stream(self, exchange: Exchange, chat: bool, tokens: int) -> None:
         exchange.start_stream(200, _SSE)

@@ -2,11 +2,11 @@
 
 from __future__ import annotations
 
-import re
 from collections.abc import Mapping
 from dataclasses import dataclass
 
 from noctaya.core.values import Duration
+from noctaya.core.values.go_text import go_positive_int
 
 
 class SettingsError(ValueError):
@@ -46,6 +46,7 @@ def _non_negative(environ: Mapping[str, str], name: str, default: float) -> floa
 def _token_count(text: str) -> int:
     if not text:
         return 1
-    if not re.fullmatch(r"\+?[0-9]+", text) or int(text) <= 0:
+    count = go_positive_int(text)
+    if count is None:
         raise SettingsError("STUB_TOKEN_COUNT must be a positive integer")
-    return int(text)
+    return count
