@@ -4,6 +4,11 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+GRPC_PORT = 9090
+"""The scaler Service's ExternalScaler port (KEDA dials it), and the container port behind it."""
+AGGREGATOR_PORT = 9091
+"""The scaler Service's demand-report port when several gateways report to the aggregator."""
+
 
 @dataclass(frozen=True, slots=True)
 class ServiceIdentity:
@@ -49,8 +54,8 @@ class ServiceIdentity:
     @property
     def scaler_address(self) -> str:
         """What KEDA dials; the scaler's server certificate must be valid for its host part."""
-        return f"{self._svc_host(self.scaler)}:9090"
+        return f"{self._svc_host(self.scaler)}:{GRPC_PORT}"
 
     @property
     def aggregator_url(self) -> str:
-        return f"http://{self._svc_host(self.scaler)}:9091/v1/demand"
+        return f"http://{self._svc_host(self.scaler)}:{AGGREGATOR_PORT}/v1/demand"

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from noctaya.core.api.llmservice import GatewayResources
 from noctaya.core.plan.gateway import GatewayPlan
-from noctaya.core.plan.identity import ServiceIdentity
+from noctaya.core.plan.identity import GRPC_PORT, ServiceIdentity
 from noctaya.k8s.render import gateway_env as ge
 from noctaya.k8s.render.labels import gateway_selector_labels, gateway_service_labels
 from noctaya.k8s.render.objects import (
@@ -56,7 +56,7 @@ def render_gateway_deployment(svc: ServiceIdentity, plan: GatewayPlan) -> Obj:
     if plan.aggregated:
         extra_volumes, extra_mounts = ge.demand_auth_volume(svc)
     else:
-        ports.append({"name": "grpc", "containerPort": ge.GRPC_PORT, "protocol": "TCP"})
+        ports.append({"name": "grpc", "containerPort": GRPC_PORT, "protocol": "TCP"})
         extra_volumes, extra_mounts = ge.scaler_tls_volume(plan)
     volumes += extra_volumes
     mounts += extra_mounts

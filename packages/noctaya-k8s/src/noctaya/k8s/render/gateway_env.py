@@ -8,12 +8,10 @@ from __future__ import annotations
 
 from noctaya.core.plan import gateway_env as contract
 from noctaya.core.plan.gateway import GatewayPlan
-from noctaya.core.plan.identity import ServiceIdentity
+from noctaya.core.plan.identity import AGGREGATOR_PORT, GRPC_PORT, ServiceIdentity
 from noctaya.k8s.render.objects import Obj, env, mount, secret_volume
 
 HTTP_PORT = 8080
-GRPC_PORT = 9090
-AGGREGATOR_PORT = 9091
 CLIENT_AUTH_DIR = "/var/run/noctaya/client-auth"
 SCALER_TLS_DIR = "/var/run/noctaya/scaler-tls"
 DEMAND_AUTH_DIR = "/var/run/noctaya/demand-auth"

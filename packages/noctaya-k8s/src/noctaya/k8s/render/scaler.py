@@ -10,7 +10,7 @@ import base64
 import secrets
 
 from noctaya.core.plan.gateway import GatewayPlan
-from noctaya.core.plan.identity import ServiceIdentity
+from noctaya.core.plan.identity import AGGREGATOR_PORT, GRPC_PORT, ServiceIdentity
 from noctaya.k8s.render import gateway_env as ge
 from noctaya.k8s.render.gateway import hardened_pod
 from noctaya.k8s.render.labels import (
@@ -24,15 +24,15 @@ from noctaya.k8s.render.objects import RESTRICTED_CONTAINER_SECURITY, Obj, http_
 
 def render_scaler_service(svc: ServiceIdentity, plan: GatewayPlan) -> Obj:
     ports: list[Obj] = [
-        {"name": "grpc", "port": ge.GRPC_PORT, "targetPort": ge.GRPC_PORT, "protocol": "TCP"}
+        {"name": "grpc", "port": GRPC_PORT, "targetPort": GRPC_PORT, "protocol": "TCP"}
     ]
     if plan.aggregated:
         selector = scaler_selector_labels(svc)
         ports.append(
             {
                 "name": "http",
-                "port": ge.AGGREGATOR_PORT,
-                "targetPort": ge.AGGREGATOR_PORT,
+                "port": AGGREGATOR_PORT,
+                "targetPort": AGGREGATOR_PORT,
                 "protocol": "TCP",
             }
         )
@@ -53,11 +53,11 @@ def render_aggregator_deployment(svc: ServiceIdentity, plan: GatewayPlan) -> Obj
         "args": ["--mode=aggregator"],
         "env": ge.aggregator_env(plan),
         "ports": [
-            {"name": "grpc", "containerPort": ge.GRPC_PORT, "protocol": "TCP"},
-            {"name": "http", "containerPort": ge.AGGREGATOR_PORT, "protocol": "TCP"},
+            {"name": "grpc", "containerPort": GRPC_PORT, "protocol": "TCP"},
+            {"name": "http", "containerPort": AGGREGATOR_PORT, "protocol": "TCP"},
         ],
-        "readinessProbe": http_probe("/readyz", ge.AGGREGATOR_PORT),
-        "livenessProbe": http_probe("/readyz", ge.AGGREGATOR_PORT),
+        "readinessProbe": http_probe("/readyz", AGGREGATOR_PORT),
+        "livenessProbe": http_probe("/readyz", AGGREGATOR_PORT),
         "securityContext": RESTRICTED_CONTAINER_SECURITY,
         "volumeMounts": mounts + tls_mounts,
     }
