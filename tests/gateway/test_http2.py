@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+from pathlib import Path
 
 import h2.config
 import h2.connection
@@ -98,9 +99,60 @@ async def test_late_body_data_after_a_refusal_leaves_the_other_streams_alone(
     assert json.loads(body)["object"] == "text_completion"
 
 
-def _request_headers(path: str) -> list[tuple[str, str]]:
+LATE_UPLOAD = 256 * 1024
+"""Four times the default 64 KiB window: the upload completes only if late DATA is credited."""
+
+
+@pytest.mark.parametrize("refusal", ["unauthorized", "too_large"])
+async def test_a_large_upload_after_an_early_answer_completes_and_the_connection_serves_on(
+    engine: Engine, start_gateway: StartGateway, tmp_path: Path, refusal: str
+) -> None:
+    """The client uploads its whole body after the gateway already answered; the window
+    updates for those bytes must reach it, or the connection stalls for every stream on it."""
+    headers = _request_headers("/v1/completions")
+    if refusal == "unauthorized":
+        (tmp_path / "key").write_text("secret")
+        gateway = await start_gateway(engine.url, client_api_key_file=str(tmp_path / "key"))
+        expected = b"401"
+    else:
+        gateway = await start_gateway(engine.url, max_request_body=1000)
+        headers.append(("content-length", str(LATE_UPLOAD)))
+        expected = b"413"
+    connection = h2.connection.H2Connection(h2.config.H2Configuration(client_side=True))
+    connection.initiate_connection()
+    reader, writer = await asyncio.open_connection("127.0.0.1", gateway.server.port)
+    try:
+        connection.send_headers(1, headers)
+        writer.write(connection.data_to_send())
+        answered, _ = await _read_response(connection, reader, writer, stream_id=1)
+        assert answered == expected
+        sent = 0
+        while sent < LATE_UPLOAD:
+            room = min(
+                connection.local_flow_control_window(1),
+                connection.max_outbound_frame_size,
+                LATE_UPLOAD - sent,
+            )
+            if room == 0:
+                async with asyncio.timeout(5):  # stalled: no window update ever comes
+                    data = await reader.read(65536)
+                assert data, "connection closed during the late upload"
+                connection.receive_data(data)
+                continue
+            connection.send_data(1, b"x" * room, end_stream=sent + room == LATE_UPLOAD)
+            writer.write(connection.data_to_send())
+            sent += room
+        connection.send_headers(3, _request_headers("/healthz", "GET"), end_stream=True)
+        writer.write(connection.data_to_send())
+        answered, _ = await _read_response(connection, reader, writer, stream_id=3)
+    finally:
+        writer.close()
+    assert answered == b"200"
+
+
+def _request_headers(path: str, method: str = "POST") -> list[tuple[str, str]]:
     return [
-        (":method", "POST"),
+        (":method", method),
         (":path", path),
         (":scheme", "http"),
         (":authority", "127.0.0.1"),

@@ -24,6 +24,7 @@ async def _handle_events(self: Any, events: list[h2.events.Event]) -> None:
             self.connection.acknowledge_received_data(
                 event.flow_controlled_length, event.stream_id
             )
+            await self._flush()  # the WINDOW_UPDATE must go out, or the client's upload stalls
             continue
         await _original_handle_events(self, [event])
 
