@@ -62,16 +62,8 @@ def load_config(environ: Mapping[str, str]) -> GatewayConfig:
         raise ConfigError(f"{names.BACKEND_URL} is required")
     if not is_absolute_http_url(backend_url):
         raise ConfigError("backend URL must be an absolute HTTP URL")
-    listen_addr = environ.get(names.LISTEN_ADDR) or ":8080"
-    scaler_listen_addr = environ.get(names.SCALER_LISTEN_ADDR) or ":9090"
-    for name, value in (
-        (names.LISTEN_ADDR, listen_addr),
-        (names.SCALER_LISTEN_ADDR, scaler_listen_addr),
-    ):
-        try:
-            parse_listen_address(value)
-        except ValueError as error:
-            raise ConfigError(f"{name}: {error}") from None
+    listen_addr = listen_addr_setting(environ, names.LISTEN_ADDR, ":8080")
+    scaler_listen_addr = listen_addr_setting(environ, names.SCALER_LISTEN_ADDR, ":9090")
     key_file = environ.get(names.CLIENT_API_KEY_FILE) or None
     if key_file is not None:
         _check_key_file(key_file)
@@ -92,6 +84,16 @@ def load_config(environ: Mapping[str, str]) -> GatewayConfig:
         demand_aggregator_url=environ.get(names.DEMAND_AGGREGATOR_URL) or None,
         max_request_body=_byte_size(environ.get(names.MAX_REQUEST_BODY)),
     )
+
+
+def listen_addr_setting(environ: Mapping[str, str], name: str, default: str) -> str:
+    """The Go-form listen address in `name` (`default` if unset or empty), checked at startup."""
+    value = environ.get(name) or default
+    try:
+        parse_listen_address(value)
+    except ValueError as error:
+        raise ConfigError(f"{name}: {error}") from None
+    return value
 
 
 def is_absolute_http_url(text: str) -> bool:

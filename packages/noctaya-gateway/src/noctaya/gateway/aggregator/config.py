@@ -7,8 +7,8 @@ from dataclasses import dataclass
 
 from noctaya.core.plan import gateway_env as names
 from noctaya.core.values.go_text import go_positive_int
-from noctaya.core.values.listen_address import parse_listen_address
 from noctaya.gateway.aggregator.protocol import INT64_MAX, read_demand_token
+from noctaya.gateway.config import listen_addr_setting
 from noctaya.gateway.scaler.tls import ScalerTLS, load_scaler_tls
 
 DEFAULT_MAX_MEMBERS = 1024
@@ -33,16 +33,10 @@ def load_config(environ: Mapping[str, str]) -> AggregatorConfig:
     read_demand_token(token_file)
     max_members = _positive_int(environ, names.MAX_GATEWAY_MEMBERS, DEFAULT_MAX_MEMBERS)
     max_demand = _positive_int(environ, names.MAX_GATEWAY_DEMAND, DEFAULT_MAX_DEMAND)
-    listen_addr = environ.get(names.AGGREGATOR_LISTEN_ADDR, "") or DEFAULT_LISTEN_ADDR
-    scaler_listen_addr = environ.get(names.SCALER_LISTEN_ADDR, "") or DEFAULT_SCALER_LISTEN_ADDR
-    for name, addr in (
-        (names.AGGREGATOR_LISTEN_ADDR, listen_addr),
-        (names.SCALER_LISTEN_ADDR, scaler_listen_addr),
-    ):
-        try:
-            parse_listen_address(addr)
-        except ValueError as exc:
-            raise ValueError(f"{name}: {exc}") from None
+    listen_addr = listen_addr_setting(environ, names.AGGREGATOR_LISTEN_ADDR, DEFAULT_LISTEN_ADDR)
+    scaler_listen_addr = listen_addr_setting(
+        environ, names.SCALER_LISTEN_ADDR, DEFAULT_SCALER_LISTEN_ADDR
+    )
     return AggregatorConfig(
         token_file=token_file,
         max_members=max_members,
