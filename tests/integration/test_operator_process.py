@@ -20,7 +20,6 @@ from kubernetes.client.exceptions import ApiException
 from noctaya.k8s.runtime import LEADER_ELECTION_ID
 from scaler.certs import CertificateAuthority
 from support.custom_resources import CustomResources, Manifest
-from support.envtest.processes import free_port
 from support.manifests import inference_runtime, llmservice
 from support.operator_process import (
     OPERATOR,
@@ -31,6 +30,7 @@ from support.operator_process import (
     running,
     service_account_token,
 )
+from support.ports import free_port
 
 pytestmark = pytest.mark.integration
 

@@ -10,7 +10,6 @@ import contextlib
 import os
 import re
 import signal
-import socket
 import subprocess
 import sys
 import threading
@@ -23,12 +22,6 @@ from noctaya.gateway.local import log_lines
 
 DEADLINE = 30.0
 LISTEN = ("--listen", "127.0.0.1:0")
-
-
-def free_port() -> int:
-    with socket.socket() as probe:
-        probe.bind(("127.0.0.1", 0))
-        return int(probe.getsockname()[1])
 
 
 def runtime_doc(

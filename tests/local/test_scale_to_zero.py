@@ -13,10 +13,10 @@ from pathlib import Path
 import httpx
 from noctaya.gateway.local import log_lines
 from noctaya.gateway.local.command import find_executable
+from support.ports import free_port
 
 from .conftest import StartLocal
 from .support import (
-    free_port,
     pid_exists,
     runtime_doc,
     service_doc,

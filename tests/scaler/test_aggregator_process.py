@@ -10,6 +10,7 @@ from pathlib import Path
 import aiohttp
 import pytest
 from gateway.support import Command, start_command
+from support.ports import free_port
 
 from .keda import Keda
 
@@ -29,12 +30,6 @@ def aggregator_command(tmp_path: Path) -> Iterator[Start]:
     yield start
     for command in started:
         command.stop()
-
-
-def free_port() -> int:
-    with socket.socket() as probe:
-        probe.bind(("127.0.0.1", 0))
-        return int(probe.getsockname()[1])
 
 
 @pytest.mark.parametrize(

@@ -10,7 +10,6 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import signal
-import socket
 from collections.abc import AsyncIterator, Callable, Iterator
 from pathlib import Path
 
@@ -18,17 +17,12 @@ import pytest
 from gateway.support import Command, Engine, eventually, start_command, start_engine
 from noctaya.gateway.config import GatewayConfig
 from noctaya.gateway.server import GatewayServer
+from support.ports import free_port
 
 from .conftest import AggregatorFactory
 from .keda import Keda
 
 MEMBER_TTL = 3.0
-
-
-def free_port() -> int:
-    with socket.socket() as probe:
-        probe.bind(("127.0.0.1", 0))
-        return int(probe.getsockname()[1])
 
 
 @pytest.fixture

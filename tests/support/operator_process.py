@@ -25,7 +25,7 @@ from kubernetes import client as k8s
 from kubernetes.client.exceptions import ApiException
 from noctaya.k8s.rbac import SERVICE_ACCOUNT, rbac_manifests
 
-from .envtest.processes import free_port
+from .ports import free_port
 
 OPERATOR = Path(sys.executable).with_name("noctaya-operator")
 _POLL = 0.1

@@ -25,9 +25,10 @@ import yaml
 from kubernetes import client as k8s_client
 from kubernetes import config as k8s_config
 
+from ..ports import free_port
 from .binaries import Binaries
 from .pki import Pki, write_pki
-from .processes import ManagedProcess, free_port, is_running
+from .processes import ManagedProcess, is_running
 
 SERVICE_CLUSTER_IP_RANGE = "10.0.0.0/24"
 WORKDIR_PREFIX = "noctaya-control-plane-"

@@ -12,7 +12,6 @@ import contextlib
 import ctypes
 import os
 import signal
-import socket
 import subprocess
 import sys
 import threading
@@ -22,14 +21,6 @@ from pathlib import Path
 
 _PR_SET_PDEATHSIG = 1
 _live: set[ManagedProcess] = set()
-
-
-def free_port() -> int:
-    """A loopback port free right now; callers retry if another process takes it first."""
-    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as probe:
-        probe.bind(("127.0.0.1", 0))
-        port: int = probe.getsockname()[1]
-        return port
 
 
 def is_running(pid: int) -> bool:
