@@ -4,6 +4,7 @@ and the gateway always closes."""
 from __future__ import annotations
 
 import asyncio
+import json
 import time
 
 import aiohttp
@@ -65,3 +66,43 @@ async def test_cold_waits_are_part_of_the_drain(
     async with await waiting as response:
         assert response.status == 200
     await asyncio.wait_for(stopping, 10)
+
+
+@pytest.mark.parametrize(("path", "openai"), [("/v1/completions", True), ("/generate", False)])
+async def test_a_cold_wait_outliving_the_drain_budget_gets_503_backend_not_ready(
+    engine: Engine,
+    start_gateway: StartGateway,
+    http: aiohttp.ClientSession,
+    caplog: pytest.LogCaptureFixture,
+    path: str,
+    openai: bool,
+) -> None:
+    """Answered just before the forced close, not cut off with a bare 500; and the forced close
+    of what remains (here an endless stream) logs no traceback."""
+    engine.make_unready()
+    endless = await start_engine(token_count=1000, token_delay=0.05)
+    try:
+        gateway = await start_gateway(engine.url, shutdown_timeout=0.8)
+        streaming = await start_gateway(endless.url, shutdown_timeout=0.8)
+        stream = await http.post(f"{streaming.url}/v1/completions", json={"stream": True})
+        assert (await stream.content.readuntil(b"\n\n")).startswith(b"data: {")
+        waiting = asyncio.ensure_future(http.post(f"{gateway.url}{path}", json={}))
+        await eventually(lambda: gateway.pending == 1, what="the request to be admitted")
+        started = time.monotonic()
+        stopping = asyncio.gather(gateway.server.stop(), streaming.server.stop())
+        async with await waiting as response:
+            assert response.status == 503
+            assert response.headers["Retry-After"] == "10"
+            body = await response.read()
+        assert time.monotonic() - started < 0.8, "answered before the forced close"
+        if openai:
+            assert json.loads(body)["error"]["message"] == "backend not ready"
+        else:
+            assert body == b"backend not ready\n"
+        await asyncio.wait_for(stopping, 10)
+        stream.close()
+    finally:
+        endless.server.close()
+    logged = "\n".join(record.getMessage() + str(record.exc_info) for record in caplog.records)
+    assert "CancelledError" not in logged
+    assert not [record for record in caplog.records if record.exc_info], logged

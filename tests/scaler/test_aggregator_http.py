@@ -228,3 +228,16 @@ async def test_shutdown_closes_idle_connections_and_lets_busy_requests_finish(
     await asyncio.wait_for(stopping, 5)
     with pytest.raises(ConnectionRefusedError):
         await connect(port)
+
+
+async def test_a_request_cut_at_the_end_of_the_grace_logs_no_traceback(
+    app_server: tuple[App, HTTPServer, int], caplog: pytest.LogCaptureFixture
+) -> None:
+    app, server, port = app_server
+    busy_reader, busy_writer = await connect(port)
+    busy_writer.write(b"GET /hold HTTP/1.1\r\nHost: x\r\n\r\n")
+    await asyncio.wait_for(app.entered.wait(), 5)
+    await asyncio.wait_for(server.shutdown(0.05), 5)
+    assert await closed_by_server(busy_reader)
+    await asyncio.sleep(0)  # the cancelled connection task's done-callbacks run now
+    assert not [record for record in caplog.records if record.exc_info]

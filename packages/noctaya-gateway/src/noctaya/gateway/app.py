@@ -70,6 +70,10 @@ class GatewayApp:
         self.activation = ActivationWatcher(self.demand, self.readiness, config.readiness_interval)
         self._cold = ColdStart(config, self.readiness, self.activation, self.metrics, self._forward)
 
+    def end_cold_waits_at(self, when: float) -> None:
+        """Draining: requests waiting for the backend get their 503 at `when` (loop time)."""
+        self._cold.end_waits_at(when)
+
     async def close(self) -> None:
         await self.activation.close()
         await self.readiness.close()

@@ -3,14 +3,19 @@
 Either way the activation lease is renewed first, so the backend comes up even if the client
 leaves. Waiting streaming requests get their 200 `text/event-stream` head at once and SSE
 heartbeat comments while the backend loads, so proxies and SDKs keep the connection open.
+When the gateway drains, waits end just before its forced close: a 503 `backend not ready` (or,
+on a committed stream, that error frame) tells the client to retry, where the close would leave
+it a bare 500 or a cut stream.
 """
 
 from __future__ import annotations
 
 import asyncio
 import json
+import math
 import time
-from collections.abc import Awaitable, Callable
+from collections.abc import AsyncIterator, Awaitable, Callable
+from contextlib import asynccontextmanager
 from typing import Any
 
 from noctaya.gateway.activation import ActivationWatcher
@@ -63,6 +68,8 @@ class ColdStart:
         self._activation = activation
         self._metrics = metrics
         self._forward = forward
+        self._waits: set[asyncio.Timeout] = set()
+        self._cutoff = math.inf
 
     async def handle(
         self, scope: dict[str, Any], channel: ClientChannel, send: Send, openai: bool
@@ -85,18 +92,47 @@ class ColdStart:
         else:
             await self._wait(scope, channel, body, send, openai)
 
+    def end_waits_at(self, when: float) -> None:
+        """Draining: every wait still running at `when` (event-loop time), and every later one,
+        ends then, before the server's forced close would cut it off without an answer."""
+        self._cutoff = min(self._cutoff, when)
+        for wait in self._waits:
+            deadline = wait.when()
+            if not wait.expired() and deadline is not None and when < deadline:
+                wait.reschedule(when)
+
+    @asynccontextmanager
+    async def _bounded(self) -> AsyncIterator[asyncio.Timeout]:
+        """The activation deadline (or the drain's cutoff, if sooner) for one wait."""
+        deadline = asyncio.get_running_loop().time() + self._config.activation_timeout
+        async with asyncio.timeout_at(min(deadline, self._cutoff)) as wait:
+            self._waits.add(wait)
+            try:
+                yield wait
+            finally:
+                self._waits.discard(wait)
+
+    def _drained(self, wait: asyncio.Timeout) -> bool:
+        """Did the drain's cutoff, rather than the activation deadline, end this wait?"""
+        return wait.when() == self._cutoff
+
     async def _wait(
         self, scope: dict[str, Any], channel: ClientChannel, body: bytes, send: Send, openai: bool
     ) -> None:
         start = time.monotonic()
-        deadline = start + self._config.activation_timeout
-        while not await self._ready_before(deadline):
-            remaining = deadline - time.monotonic()
-            if remaining <= 0:
+        try:
+            async with self._bounded() as wait:
+                while not await self._readiness.ready():
+                    if await channel.wait_gone(self._config.readiness_interval):
+                        return
+        except TimeoutError:
+            if not wait.expired():
+                raise
+            if self._drained(wait):
+                await self._refuse(send, COLD_START, "cold_start", openai)
+            else:
                 await self._refuse(send, ACTIVATION_TIMEOUT, "activation_timeout", openai)
-                return
-            if await channel.wait_gone(min(self._config.readiness_interval, remaining)):
-                return
+            return
         self._metrics.activation_wait.observe(time.monotonic() - start)
         await self._forward(scope, channel, body, send, openai, False)
 
@@ -111,30 +147,31 @@ class ColdStart:
         await send({"type": "http.response.start", "status": 200, "headers": headers})
         self._metrics.count_response(200)
         start = last_beat = time.monotonic()
-        deadline = start + self._config.activation_timeout
         beat = self._config.heartbeat_interval
-        while not await self._ready_before(deadline):
-            now = time.monotonic()
-            if now >= deadline:
+        try:
+            async with self._bounded() as wait:
+                while not await self._readiness.ready():
+                    now = time.monotonic()
+                    if now - last_beat >= beat:
+                        await send(
+                            {"type": "http.response.body", "body": HEARTBEAT, "more_body": True}
+                        )
+                        last_beat = now
+                    pause = min(self._config.readiness_interval, last_beat + beat - now)
+                    if await channel.wait_gone(max(pause, 0.0)):
+                        return
+        except TimeoutError:
+            if not wait.expired():
+                raise
+            if self._drained(wait):
+                self._metrics.reject("cold_start")
+                await _end_stream(send, sse_error_frame(COLD_START, openai))
+            else:
                 self._metrics.reject("activation_timeout")
                 await _end_stream(send, sse_error_frame(STREAM_TIMEOUT, openai))
-                return
-            if now - last_beat >= beat:
-                await send({"type": "http.response.body", "body": HEARTBEAT, "more_body": True})
-                last_beat = now
-            pause = min(self._config.readiness_interval, deadline - now, last_beat + beat - now)
-            if await channel.wait_gone(max(pause, 0.0)):
-                return
+            return
         self._metrics.activation_wait.observe(time.monotonic() - start)
         await self._forward(scope, channel, body, send, openai, True)
-
-    async def _ready_before(self, deadline: float) -> bool:
-        """One (cached) readiness answer, given up on at the activation deadline."""
-        try:
-            async with asyncio.timeout(max(deadline - time.monotonic(), 0.0)):
-                return await self._readiness.ready()
-        except TimeoutError:
-            return False
 
     async def _refuse(
         self, send: Send, error: GatewayError, reason: str, openai: bool

@@ -24,11 +24,14 @@ from noctaya.gateway.app import GatewayApp
 from noctaya.gateway.config import GatewayConfig
 from noctaya.gateway.demand_feed import DemandFeed
 from noctaya.gateway.metrics import GatewayMetrics
+from noctaya.gateway.process import quiet_cancelled_callbacks
 from noctaya.gateway.proxy import UpstreamAborted
 from noctaya.gateway.upstream import UpstreamPool
 
 log = logging.getLogger("noctaya.gateway")
 SCALER_STOP_GRACE = 1.0
+DRAIN_ANSWER_MARGIN = 1.0
+"""Cold waits are answered this long (at most a quarter of the budget) before the forced close."""
 
 
 class _AbortedStreamFilter(logging.Filter):
@@ -112,6 +115,7 @@ class GatewayServer:
     async def start(self) -> None:
         """Serve HTTP, then the scaler or reporter; on a startup error undo what began."""
         h2_late_data.install()
+        quiet_cancelled_callbacks(asyncio.get_running_loop())
         sock = listen_socket(self.config.listen_addr)
         self.port = sock.getsockname()[1]
         self._pool = UpstreamPool(self.config.backend_url)
@@ -165,6 +169,10 @@ class GatewayServer:
             return
         self.stopped = True
         self._stopping.set()
+        if self.app is not None:
+            budget = self.config.shutdown_timeout
+            margin = min(DRAIN_ANSWER_MARGIN, budget / 4)
+            self.app.end_cold_waits_at(asyncio.get_running_loop().time() + budget - margin)
         if self._serving is not None:
             await self._serving
         if self.scaler is not None:

@@ -16,6 +16,7 @@ from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass, field
 
 import h11
+from noctaya.gateway.process import quiet_cancelled_callbacks
 
 _log = logging.getLogger(__name__)
 
@@ -142,6 +143,7 @@ class HTTPServer:
 
     async def start(self, host: str, port: int) -> int:
         """Listen on `host:port` (host "" = every interface); return the bound port."""
+        quiet_cancelled_callbacks(asyncio.get_running_loop())  # shutdown() cancels connections
         self._server = await asyncio.start_server(
             self._serve, host or None, port, reuse_address=True
         )
@@ -172,10 +174,6 @@ class HTTPServer:
             while not self._closing and await self._serve_one(exchange):
                 exchange.conn.start_next_cycle()
         except (TimeoutError, ConnectionError):
-            pass
-        except asyncio.CancelledError:
-            # Only shutdown() (after its grace) or loop teardown cancels a connection; ending
-            # quietly keeps Python 3.11's start_server callback from logging the cancellation.
             pass
         except h11.RemoteProtocolError as exc:
             await self._reject_malformed(exchange, exc)
