@@ -106,3 +106,20 @@ async def test_a_cold_wait_outliving_the_drain_budget_gets_503_backend_not_ready
     logged = "\n".join(record.getMessage() + str(record.exc_info) for record in caplog.records)
     assert "CancelledError" not in logged
     assert not [record for record in caplog.records if record.exc_info], logged
+
+
+async def test_a_cold_stream_outliving_the_drain_budget_ends_with_an_error_frame(
+    engine: Engine, start_gateway: StartGateway, http: aiohttp.ClientSession
+) -> None:
+    engine.make_unready()
+    gateway = await start_gateway(engine.url, shutdown_timeout=0.8, heartbeat_interval=0.1)
+    response = await http.post(f"{gateway.url}/v1/completions", json={"stream": True})
+    assert response.status == 200
+    assert await response.content.readuntil(b"\n\n") == b": heartbeat\n\n"
+    started = time.monotonic()
+    stopping = asyncio.ensure_future(gateway.server.stop())
+    blocks = await read_events(response)
+    assert time.monotonic() - started < 0.8, "ended before the forced close"
+    assert blocks[-1].startswith("event: error\ndata: {")
+    assert json.loads(blocks[-1].split("data: ", 1)[1])["error"]["message"] == "backend not ready"
+    await asyncio.wait_for(stopping, 10)
