@@ -44,9 +44,10 @@ class EngineReplica:
                 self._supervise(self._stopping)
             )
         elif replicas == 0 and self._supervisor is not None:
-            supervisor, self._supervisor = self._supervisor, None
+            # The replica counts until its process is gone, as a pod does until it terminates.
             self._stopping.set()
-            await supervisor
+            await self._supervisor
+            self._supervisor = None
 
     async def _supervise(self, stopping: asyncio.Event) -> None:
         loop = asyncio.get_running_loop()
