@@ -8,9 +8,10 @@ import grpc
 import pytest
 from gateway.support import eventually
 from noctaya.gateway.scaler._proto import externalscaler_pb2 as pb
+from noctaya.gateway.scaler.service import MAX_ACTIVE_STREAMS
 
 from .conftest import Scaler
-from .keda import Keda, ref
+from .keda import ActiveStream, Keda, ref
 
 
 async def test_is_active_and_metrics_follow_the_demand(scaler: Scaler, keda: Keda) -> None:
@@ -116,3 +117,41 @@ async def test_oversized_request_is_refused_and_the_scaler_keeps_serving(
         await keda.is_active(huge)
     assert raised.value.code() == grpc.StatusCode.RESOURCE_EXHAUSTED
     assert await keda.is_active() is True
+
+
+async def test_a_flood_of_streams_never_locks_keda_out(scaler: Scaler, keda: Keda) -> None:
+    """More streams than the server's concurrent-RPC limit (1024): the oldest are ended (and
+    reconnect), so unary calls still find room and a fresh stream gets the state at once."""
+    scaler.feed.publish(3)
+    channels = [
+        grpc.aio.insecure_channel(
+            f"127.0.0.1:{scaler.server.port}", options=[("grpc.use_local_subchannel_pool", 1)]
+        )
+        for _ in range(10)
+    ]
+    flood = [Keda(channel).stream() for channel in channels for _ in range(120)]
+    try:
+        outcomes = await asyncio.gather(*(_first_outcome(stream) for stream in flood))
+        assert "RESOURCE_EXHAUSTED" not in outcomes
+        assert outcomes.count("message") > 1000
+        await eventually(lambda: scaler.streams() == MAX_ACTIVE_STREAMS)
+        assert await flood[0].ended(), "the oldest stream is ended to make room"
+        assert await flood[0].call.code() == grpc.StatusCode.OK
+        assert await keda.is_active() is True
+        assert await keda.metric() == 3
+        fresh = keda.stream()
+        assert await fresh.next() is True
+        fresh.cancel()
+    finally:
+        for stream in flood:
+            stream.cancel()
+        for channel in channels:
+            await channel.close()
+
+
+async def _first_outcome(stream: ActiveStream) -> str:
+    """"message" (the first one arrived), "EOF", or the status code the stream failed with."""
+    try:
+        return "EOF" if await stream.ended() else "message"
+    except grpc.aio.AioRpcError as error:
+        return error.code().name

@@ -20,6 +20,8 @@ from prometheus_client import Gauge
 
 # KEDA's requests are a few hundred bytes and it holds a stream or two per ScaledObject, so these
 # bounds only ever bite a misbehaving client; they cap what a flood of RPCs can make us hold.
+# Open streams count as RPCs too; the service keeps them to MAX_ACTIVE_STREAMS, well below the
+# RPC limit, so unary calls always find room.
 MAX_MESSAGE_BYTES = 64 * 1024
 MAX_CONCURRENT_RPCS = 1024
 MAX_STREAMS_PER_CONNECTION = 128

@@ -3,6 +3,11 @@
 The push stream is what makes scale-from-zero fast: KEDA polls only every `pollingInterval`, so
 the 0→1 edge must arrive on `StreamIsActive` the moment demand appears. Streams therefore send
 the current state at once and then every change of the active flag, never repeats.
+
+A stream never ends on its own, yet gRPC counts it against the server's concurrent-RPC limit. So
+at most `MAX_ACTIVE_STREAMS` (well below that limit) stay open: a new one ends the oldest, whose
+client reconnects and gets the current state at once. A flood of streams thus never leaves KEDA's
+unary calls (IsActive, GetMetrics) refused with RESOURCE_EXHAUSTED.
 """
 
 from __future__ import annotations
@@ -23,6 +28,7 @@ from noctaya.gateway.scaler.metadata import (
 from prometheus_client import Gauge
 
 _Request = TypeVar("_Request")
+MAX_ACTIVE_STREAMS = 256
 
 
 class DemandSource(Protocol):
@@ -34,14 +40,20 @@ class DemandSource(Protocol):
 
 
 class ExternalScalerService(pb_grpc.ExternalScalerServicer):
-    def __init__(self, source: DemandSource, streams_gauge: Gauge) -> None:
+    def __init__(
+        self, source: DemandSource, streams_gauge: Gauge, max_streams: int = MAX_ACTIVE_STREAMS
+    ) -> None:
         self._source = source
         self._streams = streams_gauge
-        self._closing = asyncio.Event()
+        self._max_streams = max_streams
+        self._open: dict[object, asyncio.Event] = {}  # each stream's end signal, oldest first
+        self._closing = False
 
     def close(self) -> None:
         """End every open stream cleanly so KEDA reconnects elsewhere instead of waiting."""
-        self._closing.set()
+        self._closing = True
+        for end in self._open.values():
+            end.set()
 
     async def IsActive(self, request: pb.ScaledObjectRef, context: Any) -> pb.IsActiveResponse:
         await _validated(context, target_value, request)
@@ -51,11 +63,18 @@ class ExternalScalerService(pb_grpc.ExternalScalerServicer):
         self, request: pb.ScaledObjectRef, context: Any
     ) -> AsyncIterator[pb.IsActiveResponse]:
         await _validated(context, target_value, request)
+        if len(self._open) >= self._max_streams:
+            self._open.pop(next(iter(self._open))).set()
+        key, end = object(), asyncio.Event()
+        if self._closing:
+            end.set()
+        self._open[key] = end
         self._streams.inc()
         try:
-            async for active in self._active_states():
+            async for active in self._active_states(end):
                 yield pb.IsActiveResponse(result=active)
         finally:
+            self._open.pop(key, None)
             self._streams.dec()
 
     async def GetMetricSpec(
@@ -72,15 +91,15 @@ class ExternalScalerService(pb_grpc.ExternalScalerServicer):
         value = pb.MetricValue(metricName=METRIC_NAME, metricValueFloat=self._source.current())
         return pb.GetMetricsResponse(metricValues=[value])
 
-    async def _active_states(self) -> AsyncIterator[bool]:
-        """The active flag now, then each time it flips, until the client leaves or we close."""
+    async def _active_states(self, end: asyncio.Event) -> AsyncIterator[bool]:
+        """The active flag now, then each time it flips, until the client leaves or `end`."""
         demands = self._source.subscribe()
-        closing = asyncio.ensure_future(self._closing.wait())
+        ending = asyncio.ensure_future(end.wait())
         step = asyncio.ensure_future(anext(demands))
         try:
             last: bool | None = None
             while True:
-                await asyncio.wait((step, closing), return_when=asyncio.FIRST_COMPLETED)
+                await asyncio.wait((step, ending), return_when=asyncio.FIRST_COMPLETED)
                 if not step.done():
                     return
                 active = step.result() > 0
@@ -89,7 +108,7 @@ class ExternalScalerService(pb_grpc.ExternalScalerServicer):
                     last = active
                     yield active
         finally:
-            closing.cancel()
+            ending.cancel()
             step.cancel()
             await asyncio.wait((step,))  # let the subscription unwind before closing it
             aclose = getattr(demands, "aclose", None)
