@@ -271,7 +271,7 @@ async def test_a_long_silent_wait_is_not_cut_by_the_idle_connection_timeout(
     """Hypercorn's one timer covers idle keep-alive connections and unfinished request heads;
     a request waiting without a byte on the wire for longer must survive it."""
     engine.make_unready()
-    gateway = await start_gateway(engine.url, read_header_timeout=0.2)
+    gateway = await start_gateway(engine.url, idle_timeout=0.2)
     asyncio.get_running_loop().call_later(0.6, engine.make_ready)
     async with http.post(f"{gateway.url}/v1/completions", json={}) as response:
         assert response.status == 200

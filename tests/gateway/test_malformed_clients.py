@@ -3,8 +3,11 @@
 from __future__ import annotations
 
 import asyncio
+import socket
 
 import aiohttp
+from noctaya.gateway.config import GatewayConfig
+from noctaya.gateway.server import hypercorn_config
 
 from .conftest import StartGateway
 from .support import Engine, eventually
@@ -90,3 +93,35 @@ async def test_lying_content_length_is_cut_off_by_the_client_closing(
     await eventually(lambda: gateway.pending == 0, what="the slot to be freed")
     async with http.get(f"{gateway.url}/healthz") as response:
         assert response.status == 200
+
+
+def test_idle_keep_alive_connections_are_kept_two_minutes_not_the_header_budget() -> None:
+    """Go's server has no idle timeout; a proxy pooling connections to the gateway must not race
+    a 10 s close. Hypercorn's one timer (idle and unfinished heads alike) is therefore 120 s."""
+    with socket.socket() as sock:
+        served = hypercorn_config(GatewayConfig(backend_url="http://backend:8000"), sock)
+    assert served.keep_alive_timeout == 120
+
+
+async def test_slow_request_heads_hold_their_own_connections_and_nothing_else(
+    engine: Engine, start_gateway: StartGateway, http: aiohttp.ClientSession
+) -> None:
+    """Clients trickling endless headers (allowed up to the 120 s idle budget) take no queue
+    slot and no demand: with a queue of one, a real request is served beside them."""
+    gateway = await start_gateway(engine.url, max_queue=1)
+    writers = []
+    try:
+        for _ in range(20):
+            _, writer = await asyncio.open_connection("127.0.0.1", gateway.server.port)
+            writer.write(b"POST /v1/completions HTTP/1.1\r\nHost: a\r\nX-Slow: a\r\n")
+            writers.append(writer)
+        for writer in writers:
+            writer.write(b"X-Slower: b\r\n")
+            await writer.drain()
+        async with http.post(f"{gateway.url}/v1/completions", json={}) as response:
+            assert response.status == 200
+        assert gateway.pending == 0
+        assert gateway.demand == 0
+    finally:
+        for writer in writers:
+            writer.close()

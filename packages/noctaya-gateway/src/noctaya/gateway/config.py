@@ -52,7 +52,7 @@ class GatewayConfig:
     ready_grace: float = 15.0
     peek_limit: int = 8 * MIB
     shutdown_timeout: float = 20.0
-    read_header_timeout: float = 10.0
+    idle_timeout: float = 120.0
 
 
 def load_config(environ: Mapping[str, str]) -> GatewayConfig:

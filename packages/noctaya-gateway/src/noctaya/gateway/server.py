@@ -76,9 +76,13 @@ def hypercorn_config(config: GatewayConfig, sock: socket.socket) -> HypercornCon
     hc.bind = [f"fd://{sock.fileno()}"]
     hc.backlog = 4096
     hc.graceful_timeout = config.shutdown_timeout
-    # Hypercorn times idle connections and unfinished request heads with one timer; use the
-    # reference's header-read budget for it.
-    hc.keep_alive_timeout = config.read_header_timeout
+    # Hypercorn has one timer for a connection with no request in progress: it bounds an idle
+    # keep-alive connection and a request head still arriving alike. Go's server has no idle
+    # timeout (only its 10 s ReadHeaderTimeout), and proxies pooling connections to the gateway
+    # race a short idle close into sporadic 502s, so the timer gets an idle budget, 120 s. A slow
+    # head may take that long too, but holds only its own connection: no queue slot, no demand,
+    # at most h11_max_incomplete_size buffered.
+    hc.keep_alive_timeout = config.idle_timeout
     hc.keep_alive_max_requests = 2**31
     hc.h2_max_concurrent_streams = 250
     hc.h11_max_incomplete_size = 64 * 1024
