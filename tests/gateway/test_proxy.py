@@ -10,6 +10,7 @@ from collections.abc import AsyncIterator
 
 import aiohttp
 import pytest
+from noctaya.gateway.config import ColdStartMode
 
 from .conftest import StartGateway
 from .support import (
@@ -272,3 +273,56 @@ async def test_many_concurrent_requests_all_complete_and_free_their_slots(
 
     results = await asyncio.gather(*(one(i) for i in range(200)))
     assert all(r in (["tok0 tok1 "], ["tok0 ", "tok1 "]) for r in results)
+
+
+async def test_absolute_form_targets_forward_only_their_path_and_query(
+    echo: Echo, start_gateway: StartGateway
+) -> None:
+    gateway = await start_gateway(echo.url + "/prefix")
+    status, _, body = await raw_exchange(
+        gateway.server.port,
+        b"GET http://gateway.example:8080/v1/models%2Fa?x=a%20b HTTP/1.1\r\n"
+        b"Host: gateway.example\r\n\r\n",
+    )
+    assert status == b"HTTP/1.1 200 "
+    description = json.loads(body)
+    assert description["path"] == "/prefix/v1/models%2Fa"
+    assert description["query"] == "x=a%20b"
+    status, _, body = await raw_exchange(
+        gateway.server.port, b"GET https://gateway.example?x=1 HTTP/1.1\r\nHost: g\r\n\r\n"
+    )
+    assert status == b"HTTP/1.1 200 "
+    assert (json.loads(body)["path"], json.loads(body)["query"]) == ("/prefix/", "x=1")
+
+
+async def test_absolute_form_targets_are_routed_by_their_path(
+    engine: Engine, start_gateway: StartGateway
+) -> None:
+    engine.make_unready()
+    gateway = await start_gateway(engine.url, coldstart_mode=ColdStartMode.REJECT)
+    status, _, body = await raw_exchange(
+        gateway.server.port, b"GET http://gateway.example/healthz HTTP/1.1\r\nHost: g\r\n\r\n"
+    )
+    assert (status, body) == (b"HTTP/1.1 200 ", b"")
+    status, headers, body = await raw_exchange(
+        gateway.server.port,
+        b"GET http://gateway.example/v1/models HTTP/1.1\r\nHost: g\r\n\r\n",
+    )
+    assert status == b"HTTP/1.1 503 "
+    assert headers["content-type"] == "application/json", "the /v1 shape, chosen by the path"
+    assert json.loads(body)["error"]["code"] == "cold_start"
+
+
+@pytest.mark.parametrize(
+    "target", [b"*", b"v1/models", b"ftp://gateway.example/v1/models", b"http:/v1/models"]
+)
+async def test_targets_neither_origin_nor_absolute_form_get_400(
+    echo: Echo, start_gateway: StartGateway, target: bytes
+) -> None:
+    gateway = await start_gateway(echo.url)
+    status, headers, body = await raw_exchange(
+        gateway.server.port, b"OPTIONS %s HTTP/1.1\r\nHost: g\r\n\r\n" % target
+    )
+    assert status == b"HTTP/1.1 400 "
+    assert body == b"400 Bad Request"
+    assert headers["connection"] == "close"

@@ -22,6 +22,7 @@ from noctaya.gateway.demand_feed import DemandFeed
 from noctaya.gateway.metrics import CONTENT_TYPE, GatewayMetrics
 from noctaya.gateway.proxy import Upstream, UpstreamUnavailable
 from noctaya.gateway.readiness import ReadinessProbe
+from noctaya.gateway.request_target import origin_form
 from noctaya.gateway.responses import (
     AUTHENTICATION_UNAVAILABLE,
     BACKEND_UNREACHABLE,
@@ -33,6 +34,7 @@ from noctaya.gateway.responses import (
     Receive,
     Send,
     is_openai_path,
+    send_bad_request,
     send_body,
     send_error,
     sse_error_frame,
@@ -86,10 +88,16 @@ class GatewayApp:
         if kind != "http":
             return
         channel = ClientChannel(receive, self.config.max_request_body)
-        if scope["http_version"][0] == "1":
+        http1 = scope["http_version"][0] == "1"
+        if http1:
             send = channel.guard(send)
-        path = scope["path"]
+        origin = origin_form(scope)
         try:
+            if origin is None:
+                await send_bad_request(send, close=http1)
+                return
+            scope = origin
+            path = scope["path"]
             if path == "/healthz":
                 await send_body(send, 200, b"", b"")
             elif path == "/noctaya/queue":

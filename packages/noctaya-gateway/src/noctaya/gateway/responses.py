@@ -96,6 +96,17 @@ async def send_body(send: Send, status: int, content_type: bytes, body: bytes) -
     await send({"type": "http.response.body", "body": body})
 
 
+async def send_bad_request(send: Send, *, close: bool) -> None:
+    """A request the gateway cannot route, answered as Go's server does (and, on HTTP/1.x,
+    with the connection closed after it)."""
+    body = b"400 Bad Request"
+    headers: Headers = [(b"content-type", PLAIN_TEXT), (b"content-length", b"%d" % len(body))]
+    if close:
+        headers.append((b"connection", b"close"))
+    await send({"type": "http.response.start", "status": 400, "headers": headers})
+    await send({"type": "http.response.body", "body": body})
+
+
 def sse_error_frame(error: GatewayError, openai: bool) -> bytes:
     """The frame that ends a committed stream: JSON data on `/v1/*` (the OpenAI SDK raises it as
     an APIError), the reference's plain text elsewhere."""
