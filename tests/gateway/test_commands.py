@@ -14,6 +14,7 @@ import grpc
 import pytest
 from noctaya.gateway.scaler._proto import externalscaler_pb2 as pb
 from noctaya.gateway.scaler._proto import externalscaler_pb2_grpc as pb_grpc
+from noctaya.gateway.server import listen_socket
 
 from .support import BIN, Command, eventually, metric, read_events, token_texts
 
@@ -75,7 +76,65 @@ def test_busy_listen_port_is_a_clear_startup_error() -> None:
         }
         result = _run("noctaya-gateway", env=env)
     assert result.returncode == 1
-    assert f"listen tcp 127.0.0.1:{port}: bind: address already in use" in result.stderr
+    assert _log_lines(result.stderr) == [
+        f"listen tcp 127.0.0.1:{port}: bind: address already in use"
+    ]
+
+
+def test_an_address_not_on_this_host_is_a_clear_startup_error() -> None:
+    env = {"NOCTAYA_BACKEND_URL": "http://127.0.0.1:9", "NOCTAYA_LISTEN_ADDR": "192.0.2.1:8080"}
+    result = _run("noctaya-gateway", env=env)
+    assert result.returncode == 1
+    assert _log_lines(result.stderr) == [
+        "listen tcp 192.0.2.1:8080: bind: cannot assign requested address"
+    ]
+
+
+@pytest.mark.parametrize(
+    ("env", "message"),
+    [
+        (
+            {
+                "NOCTAYA_SCALER_TLS_CERT_FILE": "/nonexistent/tls.crt",
+                "NOCTAYA_SCALER_TLS_KEY_FILE": "/nonexistent/tls.key",
+                "NOCTAYA_SCALER_TLS_CLIENT_CA_FILE": "/nonexistent/ca.crt",
+            },
+            "load external scaler server certificate: "
+            "open /nonexistent/tls.crt: no such file or directory",
+        ),
+        (
+            {
+                "NOCTAYA_DEMAND_AGGREGATOR_URL": "http://127.0.0.1:9/",
+                "NOCTAYA_DEMAND_AUTH_TOKEN_FILE": "/nonexistent/token",
+            },
+            "read demand authentication token: open /nonexistent/token: no such file or directory",
+        ),
+    ],
+    ids=["scaler-tls", "reporter-token"],
+)
+def test_scaler_and_reporter_settings_are_checked_before_the_http_port_is_opened(
+    env: dict[str, str], message: str
+) -> None:
+    """The HTTP port is held by someone else: had the gateway bound it first, it would have
+    failed on that instead, after logging that it listens."""
+    with socket.socket() as busy:
+        busy.bind(("127.0.0.1", 0))
+        busy.listen()
+        port = busy.getsockname()[1]
+        env = {
+            "NOCTAYA_BACKEND_URL": "http://127.0.0.1:9",
+            "NOCTAYA_LISTEN_ADDR": f"127.0.0.1:{port}",
+            "NOCTAYA_SCALER_LISTEN_ADDR": "127.0.0.1:0",
+            **env,
+        }
+        result = _run("noctaya-gateway", env=env)
+    assert result.returncode == 1
+    assert _log_lines(result.stderr) == [message]
+
+
+def _log_lines(stderr: str) -> list[str]:
+    """The messages of Go-style log lines (`2006/01/02 15:04:05 message`)."""
+    return [line.split(" ", 2)[2] for line in stderr.splitlines()]
 
 
 def test_engine_stub_help_says_it_is_a_test_double_for_vllm() -> None:
@@ -184,3 +243,16 @@ async def test_single_gateway_serves_the_keda_scaler_from_the_same_process(
         assert reply.metricValues[0].metricValueFloat == 1
     gateway.signal(signal.SIGTERM)
     assert await gateway.wait_exit(within=20) == 0
+    version = _run("noctaya-gateway", "--version").stdout.strip()
+    assert [re.sub(r":\d+", ":<port>", line) for line in _log_lines(gateway.text())] == [
+        f"Noctaya gateway version {version} listening on 127.0.0.1:<port>, "
+        "backend http://127.0.0.1:<port>",
+        "Noctaya external scaler listening on 127.0.0.1:<port>",
+        "Noctaya gateway shutting down",
+    ], "the reference's lines and no others (hypercorn's own banner included)"
+
+
+def test_an_ipv6_literal_listen_address_binds_that_address() -> None:
+    with listen_socket("[::1]:0") as sock:
+        assert sock.family == socket.AF_INET6
+        assert sock.getsockname()[0] == "::1"

@@ -89,8 +89,13 @@ def test_backend_url_is_required() -> None:
 
 
 def test_key_file_must_be_readable_and_non_empty(tmp_path: Path) -> None:
-    with pytest.raises(ConfigError, match=r"^read client API key: "):
-        load_config({**BACKEND, "NOCTAYA_CLIENT_API_KEY_FILE": str(tmp_path / "missing")})
+    missing = tmp_path / "missing"
+    with pytest.raises(ConfigError) as raised:
+        load_config({**BACKEND, "NOCTAYA_CLIENT_API_KEY_FILE": str(missing)})
+    assert str(raised.value) == f"read client API key: open {missing}: no such file or directory"
+    with pytest.raises(ConfigError) as raised:
+        load_config({**BACKEND, "NOCTAYA_CLIENT_API_KEY_FILE": str(tmp_path)})
+    assert str(raised.value) == f"read client API key: read {tmp_path}: is a directory"
     empty = tmp_path / "empty"
     empty.write_text(" \n\t")
     with pytest.raises(ConfigError, match=r"^client API key must not be empty$"):

@@ -147,7 +147,7 @@ def test_certificate_file_without_a_certificate_is_a_startup_error(
 
 def test_unreadable_client_ca_is_a_startup_error(pki: Pki, tmp_path: Path) -> None:
     env = {**pki.env, "NOCTAYA_SCALER_TLS_CLIENT_CA_FILE": str(tmp_path)}
-    message = f"read external scaler client CA: open {tmp_path}: is a directory"
+    message = f"read external scaler client CA: read {tmp_path}: is a directory"
     with pytest.raises(ValueError, match=exactly(message)):
         load_scaler_tls(env)
 

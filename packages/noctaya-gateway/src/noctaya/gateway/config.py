@@ -16,6 +16,7 @@ from noctaya.core.plan import gateway_env as names
 from noctaya.core.values import Duration, Quantity
 from noctaya.core.values.go_text import go_positive_int
 from noctaya.core.values.listen_address import parse_listen_address
+from noctaya.gateway.scaler.describe import describe_error
 
 DEFAULT_MAX_QUEUE = 100
 DEFAULT_ACTIVATION_TIMEOUT = Duration.parse("5m")
@@ -110,7 +111,7 @@ def _check_key_file(path: str) -> None:
         with open(path, "rb") as handle:
             key = handle.read().strip()
     except OSError as error:
-        raise ConfigError(f"read client API key: {error}") from None
+        raise ConfigError(f"read client API key: {describe_error(error)}") from None
     if not key:
         raise ConfigError("client API key must not be empty")
 

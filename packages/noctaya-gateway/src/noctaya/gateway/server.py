@@ -10,9 +10,10 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import os
 import socket
 from collections.abc import Mapping
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from hypercorn.asyncio import serve
 from hypercorn.config import Config as HypercornConfig
@@ -28,17 +29,25 @@ from noctaya.gateway.process import quiet_cancelled_callbacks
 from noctaya.gateway.proxy import UpstreamAborted
 from noctaya.gateway.upstream import UpstreamPool
 
+if TYPE_CHECKING:
+    from noctaya.gateway.reporter import DemandReporter
+    from noctaya.gateway.scaler.tls import ScalerTLS
+
 log = logging.getLogger("noctaya.gateway")
 SCALER_STOP_GRACE = 1.0
 DRAIN_ANSWER_MARGIN = 1.0
 """Cold waits are answered this long (at most a quarter of the budget) before the forced close."""
 
 
-class _AbortedStreamFilter(logging.Filter):
-    """A backend failing mid-response aborts the client exchange by raising out of the app;
-    hypercorn logs that with a traceback. Keep one line, like Go's ReverseProxy does."""
+class _ServerLogFilter(logging.Filter):
+    """Hypercorn's log as Go's server would write it. No "Running on" banner: the gateway logs
+    the reference's "listening on" line itself. A backend failing mid-response aborts the client
+    exchange by raising out of the app, which hypercorn logs with a traceback: keep one line,
+    like Go's ReverseProxy does."""
 
     def filter(self, record: logging.LogRecord) -> bool:
+        if isinstance(record.msg, str) and record.msg.startswith("Running on "):
+            return False
         if record.exc_info and isinstance(record.exc_info[1], UpstreamAborted):
             record.msg = "proxy: backend failed mid-response, aborted client stream: %s"
             record.args = (record.exc_info[1],)
@@ -49,23 +58,33 @@ class _AbortedStreamFilter(logging.Filter):
 
 def _server_logger() -> logging.Logger:
     logger = logging.getLogger("noctaya.gateway.http")
-    if not any(isinstance(f, _AbortedStreamFilter) for f in logger.filters):
-        logger.addFilter(_AbortedStreamFilter())
+    if not any(isinstance(f, _ServerLogFilter) for f in logger.filters):
+        logger.addFilter(_ServerLogFilter())
     return logger
 
 
 def listen_socket(listen_addr: str) -> socket.socket:
-    """Bound and listening, so the port is known (port 0) and clients queue from this moment."""
+    """Bound and listening, so the port is known (port 0) and clients queue from this moment.
+
+    Failures read as Go's net.Listen errors: `listen tcp :8080: bind: address already in use`.
+    """
     host, port = parse_listen_address(listen_addr)
+    dualstack = host == "" and socket.has_dualstack_ipv6()
+    family = socket.AF_INET6 if dualstack else socket.AF_INET
+    address: tuple[str, int] = ("", port) if dualstack else ("0.0.0.0", port)
+    if host:
+        try:
+            family, *_, sockaddr = socket.getaddrinfo(host, port, type=socket.SOCK_STREAM)[0]
+        except socket.gaierror as error:
+            reason = "no such host" if error.errno == socket.EAI_NONAME else str(error.strerror)
+            raise OSError(f"listen tcp: lookup {host}: {reason.lower()}") from None
+        address = (str(sockaddr[0]), port)
     try:
-        if host == "" and socket.has_dualstack_ipv6():
-            sock = socket.create_server(
-                ("", port), family=socket.AF_INET6, dualstack_ipv6=True, backlog=4096
-            )
-        else:
-            sock = socket.create_server((host or "0.0.0.0", port), backlog=4096)
+        sock = socket.create_server(address, family=family, dualstack_ipv6=dualstack, backlog=4096)
     except OSError as error:
-        reason = (error.strerror or str(error)).lower()
+        # create_server's own message adds "(while attempting to bind ...)"; Go's has the bare
+        # C library text, lower-case.
+        reason = os.strerror(error.errno).lower() if error.errno else str(error)
         raise OSError(f"listen tcp {listen_addr}: bind: {reason}") from None
     sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
     return sock
@@ -117,9 +136,13 @@ class GatewayServer:
         self._serving: asyncio.Task[None] | None = None
 
     async def start(self) -> None:
-        """Serve HTTP, then the scaler or reporter; on a startup error undo what began."""
+        """Check the scaler's TLS or the reporter's settings, serve HTTP, then start the scaler or
+        reporter. A bad setting fails before any port is opened (and before "listening on" is
+        logged); a later startup error undoes what began."""
         h2_late_data.install()
         quiet_cancelled_callbacks(asyncio.get_running_loop())
+        reporter = self._reporter() if self.config.demand_aggregator_url else None
+        tls = self._scaler_tls() if reporter is None and self._serve_scaler else None
         sock = listen_socket(self.config.listen_addr)
         self.port = sock.getsockname()[1]
         self._pool = UpstreamPool(self.config.backend_url)
@@ -136,19 +159,23 @@ class GatewayServer:
             self.config.backend_url,
         )
         try:
-            if self.config.demand_aggregator_url:
-                await self._start_reporter()
+            if reporter is not None:
+                self.reporter = asyncio.get_running_loop().create_task(reporter.run(self.feed))
+                log.info("Noctaya gateway publishing demand to %s", reporter.endpoint)
             elif self._serve_scaler:
-                await self._start_scaler()
+                await self._start_scaler(tls)
         except BaseException:
             await self.stop()
             raise
 
-    async def _start_scaler(self) -> None:
-        from noctaya.gateway.scaler.server import start_scaler
+    def _scaler_tls(self) -> ScalerTLS | None:
         from noctaya.gateway.scaler.tls import load_scaler_tls
 
-        tls = load_scaler_tls(self._environ)
+        return load_scaler_tls(self._environ)
+
+    async def _start_scaler(self, tls: ScalerTLS | None) -> None:
+        from noctaya.gateway.scaler.server import start_scaler
+
         self.scaler = await start_scaler(
             self.feed, self.config.scaler_listen_addr, tls, self.metrics.scaler_streams
         )
@@ -157,15 +184,13 @@ class GatewayServer:
             with_port(self.config.scaler_listen_addr, self.scaler.port),
         )
 
-    async def _start_reporter(self) -> None:
+    def _reporter(self) -> DemandReporter:
         from noctaya.gateway.reporter import DemandReporter
 
         url = self.config.demand_aggregator_url
         assert url is not None
         environ = {**self._environ, names.DEMAND_AGGREGATOR_URL: url}
-        reporter = DemandReporter.from_environ(environ, self.metrics.demand_reports)
-        self.reporter = asyncio.get_running_loop().create_task(reporter.run(self.feed))
-        log.info("Noctaya gateway publishing demand to %s", reporter.endpoint)
+        return DemandReporter.from_environ(environ, self.metrics.demand_reports)
 
     async def stop(self) -> None:
         """Drain: stop accepting, finish in-flight work within the budget, then close."""

@@ -7,9 +7,11 @@ import ssl
 
 
 def describe_error(exc: BaseException) -> str:
-    """`open <path>: <reason>` for file errors; OpenSSL errors without C source locations."""
+    """`open <path>: <reason>` for file errors (`read <path>: is a directory`, as Go's
+    os.ReadFile fails on one); OpenSSL errors without C source locations."""
     if isinstance(exc, ssl.SSLError):
         return re.sub(r"\s*\(_ssl\.c:\d+\)$", "", str(exc))
     if isinstance(exc, OSError) and exc.strerror and exc.filename is not None:
-        return f"open {exc.filename}: {exc.strerror[0].lower()}{exc.strerror[1:]}"
+        op = "read" if isinstance(exc, IsADirectoryError) else "open"
+        return f"{op} {exc.filename}: {exc.strerror[0].lower()}{exc.strerror[1:]}"
     return str(exc)
