@@ -250,6 +250,9 @@ async def test_probes_and_metrics_routes(reporter: Reporter) -> None:
     assert (await reporter.get("/readyz")).status == 200
     metrics = await reporter.get("/metrics")
     assert metrics.status == 200
+    assert metrics.headers["Content-Type"] == "text/plain; version=0.0.4; charset=utf-8", (
+        "the classic text format, as the gateway serves it"
+    )
     for series in (
         "noctaya_scaler_demand 0",
         "noctaya_scaler_gateway_members 0",

@@ -1,11 +1,10 @@
-"""The aggregator's own Prometheus registry: its four series plus the KEDA stream gauge."""
+"""The aggregator's own Prometheus registry: its four series plus the KEDA stream gauge.
+
+Served in the gateway's exposition format (`noctaya.gateway.metrics.CONTENT_TYPE`)."""
 
 from __future__ import annotations
 
 from prometheus_client import CollectorRegistry, Counter, Gauge, generate_latest
-from prometheus_client.exposition import CONTENT_TYPE_LATEST
-
-EXPOSITION_CONTENT_TYPE = CONTENT_TYPE_LATEST
 
 
 class AggregatorMetrics:

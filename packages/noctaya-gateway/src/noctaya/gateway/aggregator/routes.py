@@ -11,13 +11,14 @@ import hmac
 from noctaya.gateway.aggregator.aggregate import Aggregate
 from noctaya.gateway.aggregator.http_server import BodyTooLarge, Request, Response, text_response
 from noctaya.gateway.aggregator.members import ReportResult
-from noctaya.gateway.aggregator.metrics import EXPOSITION_CONTENT_TYPE, AggregatorMetrics
+from noctaya.gateway.aggregator.metrics import AggregatorMetrics
 from noctaya.gateway.aggregator.protocol import (
     MAX_BODY_BYTES,
     bearer,
     decode_report,
     read_demand_token,
 )
+from noctaya.gateway.metrics import CONTENT_TYPE
 
 REPORT_PATH = "/v1/demand"
 MAX_CONCURRENT_REPORTS = 64
@@ -50,7 +51,7 @@ class AggregatorRoutes:
             return Response(200)
         if request.path == "/metrics":
             body = self._metrics.exposition()
-            return Response(200, body, (("Content-Type", EXPOSITION_CONTENT_TYPE),))
+            return Response(200, body, (("Content-Type", CONTENT_TYPE),))
         return text_response(404, "404 page not found")
 
     async def _report(self, request: Request) -> Response:
