@@ -23,6 +23,12 @@ INVALID_METADATA = [
     ({"targetValue": "-1"}, 'targetValue "-1" must be a positive number'),
     ({"targetValue": " 1"}, 'targetValue " 1" must be a positive number'),
     ({"targetValue": "1_0"}, 'targetValue "1_0" must be a positive number'),
+    # Go's ParseFloat requires the p exponent of a hexadecimal mantissa
+    ({"targetValue": "0x10"}, 'targetValue "0x10" must be a positive number'),
+    ({"targetValue": "0x1.8"}, 'targetValue "0x1.8" must be a positive number'),
+    ({"targetValue": "0xp1"}, 'targetValue "0xp1" must be a positive number'),
+    ({"targetValue": "0x1p99999"}, 'targetValue "0x1p99999" must be a positive number'),
+    ({"targetValue": "1e99999"}, 'targetValue "1e99999" must be a positive number'),
 ]
 
 Rpc = Callable[[Keda, Mapping[str, str]], Awaitable[object]]
@@ -92,7 +98,16 @@ async def test_get_metrics_for_another_metric_is_rejected(
 
 
 @pytest.mark.parametrize(
-    ("raw", "target"), [("2.5", 2.5), ("10", 10.0), ("1e3", 1000.0), ("0x1p-2", 0.25)]
+    ("raw", "target"),
+    [
+        ("2.5", 2.5),
+        ("10", 10.0),
+        ("1e3", 1000.0),
+        (".5", 0.5),
+        ("0x1p-2", 0.25),
+        ("0X1.8P1", 3.0),
+        ("0x.8p1", 1.0),
+    ],
 )
 async def test_target_value_accepts_go_float_syntax(keda: Keda, raw: str, target: float) -> None:
     reply = await keda.stub.GetMetricSpec(ref({"targetValue": raw, "metricName": ""}))

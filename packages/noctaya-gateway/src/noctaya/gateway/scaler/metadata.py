@@ -7,11 +7,13 @@ instead of scaling on a wrong target. The messages are the reference's, verbatim
 from __future__ import annotations
 
 import math
+import re
 
 from noctaya.core.values.go_text import go_quote
 from noctaya.gateway.scaler._proto import externalscaler_pb2 as pb
 
 METRIC_NAME = "pending"
+_GO_HEX_FLOAT = re.compile(r"[+-]?0[xX]([0-9a-fA-F]+\.?[0-9a-fA-F]*|\.[0-9a-fA-F]+)[pP][+-]?[0-9]+")
 
 
 class ScalerRequestError(ValueError):
@@ -48,13 +50,13 @@ def check_metrics_request(request: pb.GetMetricsRequest) -> float:
 
 
 def _parse_go_float(text: str) -> float | None:
-    """Parse like Go's strconv.ParseFloat: ASCII only, no surrounding spaces, no underscores."""
+    """Parse like Go's strconv.ParseFloat: ASCII only, no surrounding spaces, no underscores,
+    and a hexadecimal mantissa only with its `p` exponent (`0x1p4`; `0x10` is an error)."""
     if not text.isascii() or text != text.strip() or "_" in text:
         return None
-    unsigned = text.lstrip("+-")
     try:
-        if unsigned[:2].lower() == "0x":
-            return float.fromhex(text)
+        if text.lstrip("+-")[:2].lower() == "0x":
+            return float.fromhex(text) if _GO_HEX_FLOAT.fullmatch(text) else None
         return float(text)
-    except ValueError:
+    except (ValueError, OverflowError):  # Go: out of range is an error too
         return None
