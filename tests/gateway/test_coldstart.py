@@ -22,7 +22,7 @@ async def test_reject_mode_answers_503_at_once_and_keeps_demand_at_one(
     engine: Engine, start_gateway: StartGateway, http: aiohttp.ClientSession
 ) -> None:
     engine.make_unready()
-    gateway = await start_gateway(engine.url, coldstart_mode=REJECT, ready_grace=0.5)
+    gateway = await start_gateway(engine.url, coldstart_mode=REJECT, ready_grace=2.0)
     async with http.post(f"{gateway.url}/v1/chat/completions", json={}) as response:
         assert response.status == 503
         assert response.headers["Retry-After"] == "10"
@@ -45,10 +45,10 @@ async def test_reject_mode_answers_503_at_once_and_keeps_demand_at_one(
     lease = gateway.server.app.demand.lease
     await eventually(lambda: not lease.active, what="the lease to end at readiness")
     grace_end = lease.ready_grace_until
-    await asyncio.sleep(0.2)  # well inside the 0.5 s grace
+    await asyncio.sleep(0.2)  # well inside the 2 s grace, even on a busy machine
     assert time.monotonic() < grace_end
     assert gateway.demand == 1, "a freshly ready backend keeps the floor during the grace"
-    await eventually(lambda: gateway.demand == 0, within=2, what="demand to drop after grace")
+    await eventually(lambda: gateway.demand == 0, within=5, what="demand to drop after grace")
     assert time.monotonic() >= grace_end, "never before the grace has run out"
     assert gateway.server.feed.current() == 0
     text = await gateway.metrics(http)
