@@ -13,13 +13,13 @@ import logging
 from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import UTC, datetime
-from typing import Any, TypeVar
+from typing import TypeVar
 
 from kubernetes.client.exceptions import ApiException
-from kubernetes.dynamic.exceptions import DynamicApiError
 from noctaya.core.api import InferenceRuntime, LLMService, parse_inferenceruntime, parse_llmservice
 from noctaya.core.errors import NoctayaError
 from noctaya.core.model_source import resolve_model
+from noctaya.core.observation import BackendObservation
 from noctaya.core.plan.serving import ServingPlan, plan_serving
 from noctaya.core.plugins import VendorRegistry
 from noctaya.core.runtime_selection import (
@@ -36,7 +36,12 @@ from noctaya.k8s.observe import observe
 from noctaya.k8s.reader import ApiReader, KubeObject, Reader
 from noctaya.k8s.render.labels import backend_pod_selector
 from noctaya.k8s.render.serving import RenderedService, render_serving
-from noctaya.k8s.runtime.resources import KindNotServed, ResourceKind, ResourceResolver
+from noctaya.k8s.runtime.resources import (
+    KindNotServed,
+    ResourceKind,
+    ResourceResolver,
+    api_status,
+)
 from noctaya.k8s.status_writer import StatusWriter
 
 _log = logging.getLogger(__name__)
@@ -61,7 +66,7 @@ def _api_step(reason: str, call: Callable[[], _T]) -> _T:
     """Run one API step; its failure carries the step's reason to the conditions."""
     try:
         return call()
-    except (ApiException, DynamicApiError) as error:
+    except ApiException as error:
         raise NoctayaError(reason, _api_message(error)) from error
 
 
@@ -149,7 +154,7 @@ class LLMServiceReconciler:
         if pinned is not None:
             try:
                 obj = self._reader.get(kinds.INFERENCE_RUNTIME, "", pinned)
-            except (ApiException, DynamicApiError) as error:
+            except ApiException as error:
                 raise runtime_lookup_error(pinned, _api_message(error)) from error
             if obj is None:
                 raise runtime_lookup_error(
@@ -197,8 +202,8 @@ class LLMServiceReconciler:
             raise NoctayaError(
                 "AutoscalingUnavailable", AUTOSCALING_UNAVAILABLE_PREFIX + str(missing)
             ) from missing
-        except (ApiException, DynamicApiError) as error:
-            if getattr(error, "status", None) == 404:
+        except ApiException as error:
+            if api_status(error) == 404:
                 raise NoctayaError(
                     "AutoscalingUnavailable", AUTOSCALING_UNAVAILABLE_PREFIX + _api_message(error)
                 ) from error
@@ -228,7 +233,7 @@ class LLMServiceReconciler:
 
     # -- observe ------------------------------------------------------------------------------
 
-    def _observe(self, plan: ServingPlan, rendered: RenderedService) -> Any:
+    def _observe(self, plan: ServingPlan, rendered: RenderedService) -> BackendObservation:
         svc = plan.service
         if rendered.prewarm_job is not None:
             job = _api_step(
@@ -251,7 +256,11 @@ class LLMServiceReconciler:
     # -- status -------------------------------------------------------------------------------
 
     def _report_success(
-        self, live: KubeObject, service: LLMService, plan: ServingPlan, observation: Any
+        self,
+        live: KubeObject,
+        service: LLMService,
+        plan: ServingPlan,
+        observation: BackendObservation,
     ) -> None:
         now = self._now()
         generation = int(live["metadata"].get("generation") or 0)
@@ -296,7 +305,7 @@ class LLMServiceReconciler:
                     now=now,
                 ),
             )
-        except (ApiException, DynamicApiError) as write_error:
+        except ApiException as write_error:
             _log.warning("could not write failure status: %s", _api_message(write_error))
 
 
