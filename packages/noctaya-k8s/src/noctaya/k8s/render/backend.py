@@ -13,7 +13,7 @@ from noctaya.core.cache_planning import (
 from noctaya.core.plan.backend import BackendPlan, Scheduling, Volume
 from noctaya.core.plan.identity import ServiceIdentity
 from noctaya.k8s.render.labels import VOLCANO_QUEUE, backend_pod_labels, selector_labels
-from noctaya.k8s.render.objects import Obj, mount, new_object
+from noctaya.k8s.render.objects import Obj, mount, new_object, set_image_pull_secrets
 
 WAIT_FOR_PREWARM = "wait-for-prewarm"
 
@@ -97,8 +97,7 @@ def render_backend_deployment(svc: ServiceIdentity, plan: BackendPlan) -> Obj:
     }
     if plan.termination_grace_seconds is not None:
         pod["terminationGracePeriodSeconds"] = plan.termination_grace_seconds
-    if plan.image_pull_secrets:
-        pod["imagePullSecrets"] = [{"name": name} for name in plan.image_pull_secrets]
+    set_image_pull_secrets(pod, plan.image_pull_secrets)
     apply_scheduling(pod, plan.scheduling)
     if plan.wait_for_marker:
         pod["initContainers"] = [

@@ -20,7 +20,13 @@ from noctaya.core.plan.serving import ServingPlan, cache_volume
 from noctaya.k8s.apply import with_create_once_hash
 from noctaya.k8s.render.backend import apply_scheduling, render_volume, template_metadata
 from noctaya.k8s.render.labels import selector_labels
-from noctaya.k8s.render.objects import Obj, mount, new_object, secret_volume
+from noctaya.k8s.render.objects import (
+    Obj,
+    mount,
+    new_object,
+    secret_volume,
+    set_image_pull_secrets,
+)
 
 PREWARM_BACKOFF_LIMIT = 4
 _REGISTRY_AUTH_MODE = 0o400
@@ -64,8 +70,7 @@ def render_prewarm_job(plan: ServingPlan) -> Obj | None:
         "containers": [container],
         "volumes": volumes,
     }
-    if backend.image_pull_secrets:
-        pod["imagePullSecrets"] = [{"name": name} for name in backend.image_pull_secrets]
+    set_image_pull_secrets(pod, backend.image_pull_secrets)
     apply_scheduling(pod, backend.scheduling)
     staging = prewarm.staging
     if staging is not None:

@@ -13,11 +13,8 @@ from noctaya.k8s.render.objects import (
     Obj,
     http_probe,
     new_object,
+    set_image_pull_secrets,
 )
-
-
-def pull_secrets(names: tuple[str, ...]) -> list[Obj]:
-    return [{"name": name} for name in names]
 
 
 def hardened_pod(plan: GatewayPlan, containers: list[Obj], volumes: list[Obj]) -> Obj:
@@ -28,8 +25,7 @@ def hardened_pod(plan: GatewayPlan, containers: list[Obj], volumes: list[Obj]) -
         "securityContext": RESTRICTED_POD_SECURITY,
         "containers": containers,
     }
-    if plan.image_pull_secrets:
-        pod["imagePullSecrets"] = pull_secrets(plan.image_pull_secrets)
+    set_image_pull_secrets(pod, plan.image_pull_secrets)
     if volumes:
         pod["volumes"] = volumes
     return pod

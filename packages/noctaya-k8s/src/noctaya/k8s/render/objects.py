@@ -39,6 +39,12 @@ def mount(name: str, path: str, read_only: bool = False) -> Obj:
     return result
 
 
+def set_image_pull_secrets(pod: Obj, names: tuple[str, ...]) -> None:
+    """The service's pull Secrets, on every pod it runs (backend, gateway, scaler, prewarm)."""
+    if names:
+        pod["imagePullSecrets"] = [{"name": name} for name in names]
+
+
 def http_probe(path: str, port: int | str) -> Obj:
     return {"httpGet": {"path": path, "port": port}}
 
