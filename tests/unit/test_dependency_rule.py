@@ -1,7 +1,7 @@
 """The dependency rule over the real import graph of every distribution's source.
 
 core imports only the standard library, pydantic and pluggy; k8s and gateway never import each
-other; vendor plugins import only the core (and pluggy); vendors are reached only through entry
+other; fetch (model delivery) imports only the core; vendor plugins import only the core (and pluggy); vendors are reached only through entry
 points; nothing imports `tests`. Every import counts: relative ones, `from x import y`, imports
 inside functions or `TYPE_CHECKING` blocks, and `importlib.import_module("literal")`.
 """
@@ -18,7 +18,7 @@ import pytest
 
 REPO = Path(__file__).resolve().parents[2]
 STDLIB = frozenset(sys.stdlib_module_names)
-CORE, K8S, GATEWAY = "noctaya.core", "noctaya.k8s", "noctaya.gateway"
+CORE, K8S, GATEWAY, FETCH = "noctaya.core", "noctaya.k8s", "noctaya.gateway", "noctaya.fetch"
 VENDOR_PREFIX = "noctaya.vendor_"
 THIRD_PARTY_ALLOWED = {CORE: {"pydantic", "pydantic_core", "pluggy"}, "vendor": {"pluggy"}}
 
@@ -43,7 +43,7 @@ def layer_of(module: str) -> str | None:
 
 
 def is_known_layer(layer: str | None) -> bool:
-    return layer in {CORE, K8S, GATEWAY} or (layer or "").startswith(VENDOR_PREFIX)
+    return layer in {CORE, K8S, GATEWAY, FETCH} or (layer or "").startswith(VENDOR_PREFIX)
 
 
 def source_modules() -> list[Module]:
@@ -121,6 +121,8 @@ def why_forbidden(importer: str, imported: str) -> str | None:
         return "vendor plugins import only noctaya.core"
     if {own, target} == {K8S, GATEWAY}:
         return "noctaya.k8s and noctaya.gateway never import each other"
+    if own == FETCH and target != CORE:
+        return "noctaya.fetch imports only noctaya.core"
     return None
 
 
@@ -171,6 +173,7 @@ def test_import_graph_obeys_the_dependency_rule() -> None:
         ("noctaya.vendor_x.adapter", "from noctaya.gateway import x\n", "import only noctaya.core"),
         ("noctaya.vendor_x", "from noctaya.vendor_nvidia import adapter\n", "entry points"),
         ("noctaya.gateway.proxy", "from tests.support import envtest\n", "nothing imports tests"),
+        ("noctaya.fetch.oci", "from noctaya.k8s import render\n", "noctaya.fetch imports only"),
         (
             "noctaya.core.plan",
             "from typing import TYPE_CHECKING\nif TYPE_CHECKING:\n    import kubernetes\n",

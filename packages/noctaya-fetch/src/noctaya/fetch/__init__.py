@@ -1,0 +1,1 @@
+"""Model delivery: fetchers behind the core's `ModelFetcher` port."""
