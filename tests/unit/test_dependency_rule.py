@@ -1,9 +1,10 @@
 """The dependency rule over the real import graph of every distribution's source.
 
 core imports only the standard library, pydantic and pluggy; k8s and gateway never import each
-other; fetch (model delivery) imports only the core; vendor plugins import only the core (and pluggy); vendors are reached only through entry
-points; nothing imports `tests`. Every import counts: relative ones, `from x import y`, imports
-inside functions or `TYPE_CHECKING` blocks, and `importlib.import_module("literal")`.
+other; fetch (model delivery) imports only the core; vendor plugins import only the core (and
+pluggy); vendors are reached only through entry points; nothing imports `tests`. Every import
+counts: relative ones, `from x import y`, imports inside functions or `TYPE_CHECKING` blocks, and
+`importlib.import_module("literal")`.
 """
 
 from __future__ import annotations
