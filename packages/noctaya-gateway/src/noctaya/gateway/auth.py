@@ -1,5 +1,7 @@
 """Client bearer-key check. The key file is re-read on every request so that rotating the
-Kubernetes Secret takes effect without a restart; digests are compared in constant time."""
+Kubernetes Secret takes effect without a restart; digests are compared in constant time.
+The scheme is matched case-insensitively, as RFC 9110 has it (`bearer <key>` is what some
+clients send); the reference's exact `Bearer ` would refuse them."""
 
 from __future__ import annotations
 
@@ -7,7 +9,7 @@ import enum
 import hashlib
 import hmac
 
-_BEARER = b"Bearer "
+_BEARER = b"bearer "
 
 
 class AuthResult(enum.Enum):
@@ -29,7 +31,7 @@ class ApiKeyAuth:
             return AuthResult.UNAVAILABLE
         if not key:
             return AuthResult.UNAVAILABLE
-        if authorization is None or not authorization.startswith(_BEARER):
+        if authorization is None or authorization[: len(_BEARER)].lower() != _BEARER:
             return AuthResult.UNAUTHORIZED
         presented = hashlib.sha256(authorization[len(_BEARER) :]).digest()
         if hmac.compare_digest(presented, hashlib.sha256(key).digest()):
