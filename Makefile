@@ -23,6 +23,7 @@ lint: sync
 	.venv/bin/mypy packages/noctaya-core/src
 
 test: sync control-plane helm lint
+	bash hack/fetch-keda-crds.sh
 	.venv/bin/pytest
 
 demo: sync

@@ -32,6 +32,25 @@ def no_binaries(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
     monkeypatch.setenv("NOCTAYA_CONTROL_PLANE_CACHE", str(tmp_path / "empty-cache"))
 
 
+@pytest.fixture
+def no_keda_crds(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
+    monkeypatch.setenv("NOCTAYA_KEDA_CACHE", str(tmp_path / "empty-keda-cache"))
+
+
+@pytest.fixture
+def built_binaries(monkeypatch: pytest.MonkeyPatch, control_plane_binaries: Binaries) -> None:
+    """pytester points HOME at its own temp dir; the inner session keeps finding the real build."""
+    monkeypatch.setenv(
+        "NOCTAYA_CONTROL_PLANE_CACHE", str(control_plane_binaries.etcd.parent.parent)
+    )
+
+
+@pytest.fixture
+def fetched_keda_crds(monkeypatch: pytest.MonkeyPatch, keda_crds: Path) -> None:
+    """As built_binaries, for the fetched KEDA CRDs (the cache root holds one folder a version)."""
+    monkeypatch.setenv("NOCTAYA_KEDA_CACHE", str(keda_crds.parents[1]))
+
+
 @pytest.mark.usefixtures("no_binaries")
 def test_missing_binaries_fail_loudly_under_ci(
     pytester: pytest.Pytester, monkeypatch: pytest.MonkeyPatch
@@ -54,6 +73,30 @@ def test_missing_binaries_skip_locally_naming_the_build_command(
     result.stdout.fnmatch_lines(["*SKIPPED*bash hack/build-control-plane.sh*"])
 
 
+@pytest.mark.integration
+@pytest.mark.usefixtures("built_binaries", "no_keda_crds")
+def test_missing_keda_crds_fail_loudly_under_ci(
+    pytester: pytest.Pytester, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("CI", "true")
+    pytester.makepyfile(NEEDS_API_SERVER)
+    result = pytester.runpytest(*PLUGIN)
+    result.assert_outcomes(errors=1)
+    result.stdout.fnmatch_lines(["*bash hack/fetch-keda-crds.sh*", "*CI=true*"])
+
+
+@pytest.mark.integration
+@pytest.mark.usefixtures("built_binaries", "no_keda_crds")
+def test_missing_keda_crds_skip_locally_naming_the_fetch_command(
+    pytester: pytest.Pytester, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.delenv("CI", raising=False)
+    pytester.makepyfile(NEEDS_API_SERVER)
+    result = pytester.runpytest(*PLUGIN, "-rs")
+    result.assert_outcomes(skipped=1)
+    result.stdout.fnmatch_lines(["*SKIPPED*bash hack/fetch-keda-crds.sh*"])
+
+
 def test_tests_using_the_control_plane_are_marked_integration_even_if_forgotten(
     pytester: pytest.Pytester,
 ) -> None:
@@ -65,18 +108,12 @@ def test_tests_using_the_control_plane_are_marked_integration_even_if_forgotten(
 
 
 @pytest.mark.integration
+@pytest.mark.usefixtures("built_binaries", "fetched_keda_crds")
 def test_failing_test_shows_process_logs_and_leaves_no_process_or_temp_dir(
-    pytester: pytest.Pytester,
-    monkeypatch: pytest.MonkeyPatch,
-    tmp_path: Path,
-    control_plane_binaries: Binaries,
+    pytester: pytest.Pytester, monkeypatch: pytest.MonkeyPatch, tmp_path: Path
 ) -> None:
     record = tmp_path / "record.json"
     monkeypatch.setenv("RECORD", str(record))
-    # pytester points HOME at its own temp dir; keep finding the real build cache.
-    monkeypatch.setenv(
-        "NOCTAYA_CONTROL_PLANE_CACHE", str(control_plane_binaries.etcd.parent.parent)
-    )
     pytester.makepyfile(
         """
         import json, os, pathlib

@@ -1,4 +1,4 @@
-"""The real KEDA ScaledObject schema accepts the object the controller renders (reference §1.11)."""
+"""The real KEDA ScaledObject schema accepts the object the controller renders."""
 
 from __future__ import annotations
 

@@ -2,7 +2,8 @@
 
 Policy: a test that needs the API server requests one of these fixtures and carries
 `@pytest.mark.integration` (added here if forgotten, so `-m "not integration"` stays honest).
-Missing binaries skip locally but fail under CI=true: CI must never turn green by skipping.
+Missing binaries or KEDA CRDs skip locally but fail under CI=true: CI must never turn green by
+skipping.
 """
 
 from __future__ import annotations
@@ -16,40 +17,39 @@ import time
 from collections.abc import Callable, Generator, Iterator
 from pathlib import Path
 from types import FrameType
+from typing import TypeVar
 
 import pytest
 from kubernetes import client as k8s_client
 
-from .envtest import Binaries, BinariesMissing, ControlPlane, install_crds, locate_binaries
-from .envtest.binaries import REPO_ROOT
+from .envtest import Binaries, ControlPlane, install_crds, locate_binaries
 from .envtest.crds import crd_manifests
+from .envtest.keda_crds import locate_keda_crds
+from .envtest.prerequisites import REPO_ROOT, PrerequisiteMissing
 
-CRD_FOLDERS = (
-    REPO_ROOT / "config" / "crd" / "bases",
-    REPO_ROOT.parent / "shared" / "testdata" / "keda",
-)
+PROJECT_CRDS = REPO_ROOT / "config" / "crd" / "bases"
 LOG_DIR_ENV = "NOCTAYA_CONTROL_PLANE_LOG_DIR"
 _NEEDS_BINARIES = "control_plane_binaries"
 _FIXTURE = "control_plane"
 _PLANE = pytest.StashKey[ControlPlane]()
+_Found = TypeVar("_Found")
 
 
 @pytest.fixture(scope="session")
 def control_plane_binaries() -> Binaries:
     """The built etcd and kube-apiserver; skips locally, fails under CI=true, when missing."""
-    try:
-        return locate_binaries()
-    except BinariesMissing as missing:
-        if os.environ.get("CI", "").lower() in {"true", "1"}:
-            pytest.fail(
-                f"{missing}. CI=true: integration tests fail instead of skipping.", pytrace=False
-            )
-        pytest.skip(str(missing))
+    return _required(locate_binaries)
+
+
+@pytest.fixture(scope="session")
+def keda_crds() -> Path:
+    """The folder of KEDA's CRDs; skips locally, fails under CI=true, when not fetched."""
+    return _required(locate_keda_crds)
 
 
 @pytest.fixture(scope="session")
 def control_plane(
-    request: pytest.FixtureRequest, control_plane_binaries: Binaries
+    request: pytest.FixtureRequest, control_plane_binaries: Binaries, keda_crds: Path
 ) -> Iterator[ControlPlane]:
     """etcd + kube-apiserver with the project's and KEDA's CRDs Established."""
     log_dir = os.environ.get(LOG_DIR_ENV)
@@ -59,7 +59,7 @@ def control_plane(
     try:
         plane.start()
         started = time.monotonic()
-        install_crds(plane.api_client, crd_manifests(CRD_FOLDERS))
+        install_crds(plane.api_client, crd_manifests([PROJECT_CRDS, keda_crds]))
         plane.startup_seconds["CRDs Established in"] = time.monotonic() - started
         yield plane
     finally:
@@ -118,6 +118,17 @@ def pytest_terminal_summary(terminalreporter: pytest.TerminalReporter) -> None:
     if plane is not None and plane.startup_seconds:
         times = ", ".join(f"{k} {v:.2f}s" for k, v in plane.startup_seconds.items())
         terminalreporter.write_line(f"control plane start-up: {times}")
+
+
+def _required(locate: Callable[[], _Found]) -> _Found:
+    try:
+        return locate()
+    except PrerequisiteMissing as missing:
+        if os.environ.get("CI", "").lower() in {"true", "1"}:
+            pytest.fail(
+                f"{missing}. CI=true: integration tests fail instead of skipping.", pytrace=False
+            )
+        pytest.skip(str(missing))
 
 
 def _dns_label(text: str, limit: int) -> str:

@@ -26,7 +26,6 @@ from .failures import before_autoscaling, reconcile_failure
 
 pytestmark = pytest.mark.integration
 
-KEDA_CRDS = Path(__file__).resolve().parents[3].parent / "shared" / "testdata" / "keda"
 SCALED_OBJECTS = "scaledobjects.keda.sh"
 PREFIX = "KEDA ScaledObject CRD is required before deploying an LLMService: "
 
@@ -38,17 +37,17 @@ def _gone(api_client: k8s_client.ApiClient) -> bool:
 
 @contextlib.contextmanager
 def keda_crd_deleted(
-    api_client: k8s_client.ApiClient, resources: CustomResources
+    api_client: k8s_client.ApiClient, resources: CustomResources, keda_crds: Path
 ) -> Iterator[None]:
     """The ScaledObject CRD deleted for a while, then restored and Established again: every
     other scenario needs it.
     """
     manifests = [
         (path, doc)
-        for path, doc in crd_manifests([KEDA_CRDS])
+        for path, doc in crd_manifests([keda_crds])
         if doc["metadata"]["name"] == SCALED_OBJECTS
     ]
-    assert manifests, f"no {SCALED_OBJECTS} manifest in {KEDA_CRDS}"
+    assert manifests, f"no {SCALED_OBJECTS} manifest in {keda_crds}"
     resources.delete("CustomResourceDefinition", SCALED_OBJECTS)
     try:
         eventually(lambda: _gone(api_client), f"{SCALED_OBJECTS} to be deleted")
@@ -70,6 +69,7 @@ def _objects_in(api_client: k8s_client.ApiClient, namespace: str) -> list[str]:
 def test_missing_keda_crd_reports_autoscaling_unavailable_and_creates_nothing_else(
     api_client: k8s_client.ApiClient,
     resources: CustomResources,
+    keda_crds: Path,
     namespace: str,
     runtime_name: str,
     make_reconciler: Callable[..., LLMServiceReconciler],
@@ -80,7 +80,7 @@ def test_missing_keda_crd_reports_autoscaling_unavailable_and_creates_nothing_el
     resources.create(llmservice("nokeda", changes), namespace)
     key = (namespace, "nokeda")
 
-    with keda_crd_deleted(api_client, resources):
+    with keda_crd_deleted(api_client, resources, keda_crds):
         error = reconcile_failure(make_reconciler(gateway_replicas=2), *key)
 
         assert error.reason == "AutoscalingUnavailable"
@@ -104,6 +104,7 @@ def test_missing_keda_crd_reports_autoscaling_unavailable_and_creates_nothing_el
 def test_keda_crd_removed_under_a_running_operator_is_reported_as_autoscaling_unavailable(
     api_client: k8s_client.ApiClient,
     resources: CustomResources,
+    keda_crds: Path,
     namespace: str,
     runtime_name: str,
     reconciler: LLMServiceReconciler,
@@ -114,7 +115,7 @@ def test_keda_crd_removed_under_a_running_operator_is_reported_as_autoscaling_un
     resources.create(llmservice("lost", {"runtime": {"name": runtime_name}}), namespace)
     reconciler.reconcile((namespace, "lost"))
 
-    with keda_crd_deleted(api_client, resources):
+    with keda_crd_deleted(api_client, resources, keda_crds):
         error = reconcile_failure(reconciler, namespace, "lost")
 
         assert error.reason == "AutoscalingUnavailable"

@@ -1,21 +1,17 @@
-"""Where the built etcd and kube-apiserver live.
-
-The build script owns the versions and the cache layout; asking it (`--print-dir` never builds)
-keeps one place that decides both.
-"""
+"""Where the built etcd and kube-apiserver live."""
 
 from __future__ import annotations
 
-import subprocess
 from dataclasses import dataclass
 from pathlib import Path
 
-REPO_ROOT = Path(__file__).resolve().parents[3]
+from .prerequisites import REPO_ROOT, PrerequisiteMissing, cached_folder
+
 BUILD_SCRIPT = REPO_ROOT / "hack" / "build-control-plane.sh"
 BUILD_COMMAND = "bash hack/build-control-plane.sh"
 
 
-class BinariesMissing(Exception):
+class BinariesMissing(PrerequisiteMissing):
     """The control-plane binaries are not built; the message names the build command."""
 
 
@@ -26,15 +22,7 @@ class Binaries:
 
 
 def locate_binaries() -> Binaries:
-    folder = Path(
-        subprocess.run(
-            ["bash", str(BUILD_SCRIPT), "--print-dir"],
-            check=True,
-            capture_output=True,
-            text=True,
-            timeout=30,
-        ).stdout.strip()
-    )
+    folder = cached_folder(BUILD_SCRIPT)
     binaries = Binaries(etcd=folder / "etcd", kube_apiserver=folder / "kube-apiserver")
     missing = [str(p) for p in (binaries.etcd, binaries.kube_apiserver) if not _executable(p)]
     if missing:
