@@ -18,6 +18,8 @@ from noctaya.gateway.aggregator.http_server import (
 
 READ_TIMEOUT = 0.4
 IDLE_TIMEOUT = 0.3
+CL_AND_TE = b"Content-Length: 5\r\nTransfer-Encoding: chunked\r\n"
+CL_TWICE = b"Content-Length: 1\r\nContent-Length: 2\r\n"
 
 
 class App:
@@ -182,11 +184,26 @@ async def test_expect_100_continue_gets_an_interim_response_when_the_body_is_wan
         (b"NONSENSE\r\n\r\n", b"400"),
         (b"GET / HTTP/1.1\r\nHost: x\r\nX-Big: " + b"a" * 20000 + b"\r\n\r\n", b"431"),
         (b"POST / HTTP/1.1\r\nHost: x\r\nContent-Length: zz\r\n\r\n", b"400"),
+        (b"POST /echo HTTP/1.1\r\nHost: x\r\n" + CL_AND_TE + b"\r\n0\r\n\r\n", b"400"),
+        (b"POST /echo HTTP/1.1\r\nHost: x\r\nTransfer-Encoding: chunked\r\n\r\nzz\r\n", b"400"),
+        (b"POST /echo HTTP/1.1\r\nHost: x\r\nTransfer-Encoding: gzip\r\n\r\n", b"501"),
+        (b"POST /echo HTTP/1.1\r\nHost: x\r\n" + CL_TWICE + b"\r\n", b"400"),
     ],
-    ids=["garbage", "oversized-headers", "bad-content-length"],
+    ids=[
+        "garbage",
+        "oversized-headers",
+        "bad-content-length",
+        "content-length-and-chunked",
+        "bad-chunk-size-read-by-the-handler",
+        "unknown-transfer-coding",
+        "conflicting-content-lengths",
+    ],
 )
 async def test_malformed_requests_get_an_error_status_and_are_closed(
-    app_server: tuple[App, HTTPServer, int], request_bytes: bytes, status: bytes
+    app_server: tuple[App, HTTPServer, int],
+    request_bytes: bytes,
+    status: bytes,
+    caplog: pytest.LogCaptureFixture,
 ) -> None:
     _, _, port = app_server
     reader, writer = await connect(port)
@@ -194,6 +211,41 @@ async def test_malformed_requests_get_an_error_status_and_are_closed(
     head, _ = await response(reader)
     assert head.split(b" ")[1] == status
     assert await closed_by_server(reader)
+    assert not [record for record in caplog.records if record.exc_info]
+
+
+@pytest.mark.parametrize(
+    "request_bytes",
+    [
+        b"POST /echo HTTP/1.1\r\nHost: x\r\nConnection: close\r\nContent-Length: 2\r\n\r\nhi",
+        b"POST /echo HTTP/1.0\r\nContent-Length: 2\r\n\r\nhi",
+        b"POST /echo HTTP/1.1\r\nHost: x\r\nContent-Length: 2\r\n\r\nhi"
+        b"POST /echo HTTP/1.1\r\nHost: x\r\nConnection: close\r\nContent-Length: 2\r\n\r\nhi",
+        b"POST /plain HTTP/1.1\r\nHost: x\r\nConnection: close\r\nContent-Length: 2\r\n\r\nhi",
+    ],
+    ids=["connection-close", "http-1.0", "pipelined-then-close", "unread-body-then-close"],
+)
+async def test_a_request_that_asks_to_close_is_answered_at_once_then_closed(
+    request_bytes: bytes,
+) -> None:
+    """Once the whole request is in, nothing more may be read: the answer must not wait for
+    a read deadline (long here, so waiting for it would fail the test)."""
+    server = HTTPServer(App(), read_timeout=60, idle_timeout=60)
+    port = await server.start("127.0.0.1", 0)
+    try:
+        reader, writer = await connect(port)
+        writer.write(request_bytes)
+        bodies = []
+        for _ in range(request_bytes.count(b"POST ")):
+            head, body = await response(reader)
+            assert head.startswith(b"HTTP/1.1 200 ")
+            bodies.append(body)
+        assert b"connection: close" in head.lower()
+        assert set(bodies) <= {b"hi", b"ok"}
+        assert await closed_by_server(reader)
+        writer.close()
+    finally:
+        await server.shutdown(0)
 
 
 async def test_a_failing_handler_answers_500_and_the_server_keeps_serving(

@@ -151,16 +151,37 @@ async def test_wrong_authorization_gets_401_even_with_a_bad_body(
         b'{"memberID":"gw/a","sequence":18446744073709551616,"demand":1}',
         b"[" * 50000 + b"]" * 50000,
         b'{"memberID":"gw/\xff","sequence":1,"demand":1}',
+        b'{"memberID":"gw/\xed\xa0\x80","sequence":1,"demand":1}',
+        b'{"memberID":"\\ud800","sequence":1,"demand":1}',
+        b'{"memberID":"gw/\\udfff\\ud800","sequence":1,"demand":1}',
+        b'\xef\xbb\xbf{"memberID":"gw/a","sequence":1,"demand":1}',
+        b'{"memberID":"gw/a","memberID":"gw/b","sequence":1,"demand":1}',
+        b'{"memberID":"gw/a","sequence":1,"demand":1,"demand":2}',
+        b'{"memberID":"gw/a","sequence":1,"demand":Infinity}',
+        b'{"memberID":"gw/a","sequence":-Infinity,"demand":1}',
+        b'{"memberID":"gw/a","sequence":1e999,"demand":1}',
+        b'{"memberID":"gw/a","sequence":1,"demand":9223372036854775808}',
+        b'{"memberID":"gw/a","sequence":1,"demand":' + b"9" * 5000 + b"}",
+        b'{"memberID":["gw/a"],"sequence":1,"demand":1}',
+        b'{"memberID":{"id":"gw/a"},"sequence":1,"demand":1}',
+        b'{"memberID":"gw/a","sequence":[1],"demand":1}',
+        b'{"memberID":"gw/a","sequence":1,"demand":{}}',
+        b'{"memberID":' + b"[" * 20000 + b"]" * 20000 + b',"sequence":1,"demand":1}',
         report("x" * (64 * 1024), 1, 1),
     ],
     ids=lambda body: body[:40].decode("utf-8", "replace"),
 )
-async def test_malformed_report_gets_400(
-    aggregator: AggregatorServer, reporter: Reporter, seeded: tuple[object, ...], body: bytes
+async def test_malformed_report_gets_400_without_a_traceback(
+    aggregator: AggregatorServer,
+    reporter: Reporter,
+    seeded: tuple[object, ...],
+    body: bytes,
+    caplog: pytest.LogCaptureFixture,
 ) -> None:
     reply = await reporter.post(body)
     assert (reply.status, reply.body) == (400, INVALID)
     assert snapshot(aggregator) == seeded
+    assert not [record for record in caplog.records if record.exc_info]
 
 
 @pytest.mark.parametrize(

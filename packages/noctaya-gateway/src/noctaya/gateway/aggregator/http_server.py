@@ -190,8 +190,8 @@ class HTTPServer:
             return False
         try:
             response = await self._handler(request)
-        except (TimeoutError, ConnectionError):
-            raise
+        except (TimeoutError, ConnectionError, h11.RemoteProtocolError):
+            raise  # the client's fault (a malformed body is answered like a malformed head)
         except Exception:
             _log.exception("handler failed for %s %s", request.method, request.path)
             response = text_response(500, "internal server error")
@@ -209,6 +209,11 @@ class HTTPServer:
         if sum(len(name) + len(value) for name, value in event.headers) > MAX_HEADER_BYTES:
             # h11 bounds only headers that arrive in pieces; one large read must be bounded too.
             raise h11.RemoteProtocolError("request headers too large", error_status_hint=431)
+        names = {name for name, _ in event.headers}
+        if b"content-length" in names and b"transfer-encoding" in names:
+            # Two framings disagree about where the body ends: the classic request smuggling.
+            # h11 would pick chunked and keep the connection; refusing and closing is safer.
+            raise h11.RemoteProtocolError("both Content-Length and Transfer-Encoding")
         target = event.target.decode("ascii", "replace")
         return Request(
             method=event.method.decode("ascii", "replace"),
@@ -220,7 +225,9 @@ class HTTPServer:
     async def _discard_unread_body(self, exchange: _Exchange, request: Request) -> bool:
         """Read away a small unread body so the connection survives; False if it must close."""
         conn = exchange.conn
-        if conn.their_state is h11.DONE:
+        if conn.their_state in (h11.DONE, h11.MUST_CLOSE):
+            # Read whole. MUST_CLOSE (Connection: close, HTTP/1.0) means nothing more will come,
+            # so reading on would only wait out the deadline; h11 closes after the response.
             return True
         declared = request.header(b"content-length")
         if conn.they_are_waiting_for_100_continue or int(declared or 0) > MAX_DRAIN_BYTES:

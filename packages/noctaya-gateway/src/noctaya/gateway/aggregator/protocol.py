@@ -1,8 +1,10 @@
 """The demand report between gateways and the aggregator: its JSON shape and its shared token.
 
 Both sides import this module, so the reporter can never send what the aggregator rejects. The
-decoder is deliberately strict (exact field names and types, no unknown fields, no trailing
-value, no NaN): a report is either exactly right or it changes nothing.
+decoder is deliberately strict (exact field names and types, no unknown or repeated fields, no
+trailing value, no NaN, no lone surrogate escapes): a report is either exactly right or it
+changes nothing. A repeated field means different reports to different parsers (first or last
+wins), and `"\\ud800"` is no text UTF-8 can carry, so both are refused rather than resolved.
 """
 
 from __future__ import annotations
@@ -38,7 +40,11 @@ class DemandReport:
 def decode_report(body: bytes, max_demand: int) -> DemandReport | None:
     """The report in `body` if it is well-formed and within bounds, else None (a 400)."""
     try:
-        document = json.loads(body.decode("utf-8"), parse_constant=_reject_constant)
+        document = json.loads(
+            body.decode("utf-8"),
+            parse_constant=_reject_constant,
+            object_pairs_hook=_object_without_repeats,
+        )
     except (ValueError, RecursionError):
         return None
     if not isinstance(document, dict) or not document.keys() <= _FIELDS:
@@ -48,7 +54,11 @@ def decode_report(body: bytes, max_demand: int) -> DemandReport | None:
     demand = document.get("demand")
     if not (isinstance(member_id, str) and _is_int(sequence) and _is_int(demand)):
         return None
-    if not 0 < len(member_id.encode()) <= MAX_MEMBER_ID_BYTES:
+    try:
+        member_id_bytes = len(member_id.encode())
+    except UnicodeEncodeError:  # a lone surrogate
+        return None
+    if not 0 < member_id_bytes <= MAX_MEMBER_ID_BYTES:
         return None
     if not 1 <= sequence <= _UINT64_MAX or not 0 <= demand <= max_demand:
         return None
@@ -82,3 +92,10 @@ def _is_int(value: object) -> TypeGuard[int]:
 
 def _reject_constant(name: str) -> Any:
     raise ValueError(f"{name} is not JSON")
+
+
+def _object_without_repeats(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
+    document = dict(pairs)
+    if len(document) != len(pairs):
+        raise ValueError("repeated object key")
+    return document
