@@ -6,59 +6,18 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import hashlib
-from collections.abc import AsyncIterator, Awaitable, Callable
 
 import aiohttp
 import pytest
 from noctaya.gateway.upstream import UpstreamClosed, UpstreamPool
 
 from .conftest import StartGateway
-
-Handler = Callable[[asyncio.StreamReader, asyncio.StreamWriter], Awaitable[None]]
-
-
-@pytest.fixture
-async def backend() -> AsyncIterator[Callable[[Handler], Awaitable[str]]]:
-    servers: list[asyncio.Server] = []
-
-    async def start(handler: Handler) -> str:
-        server = await asyncio.start_server(handler, "127.0.0.1", 0)
-        servers.append(server)
-        return f"http://127.0.0.1:{server.sockets[0].getsockname()[1]}"
-
-    yield start
-    for server in servers:
-        server.close()
-
-
-async def _read_request(reader: asyncio.StreamReader) -> bytes:
-    head = await reader.readuntil(b"\r\n\r\n")
-    for line in head.split(b"\r\n"):
-        if line.lower().startswith(b"content-length:"):
-            await reader.readexactly(int(line.split(b":")[1]))
-    return head
-
-
-def _health_then(answer: Handler) -> Handler:
-    """Answer /health with 200 (keep-alive), anything else with `answer`."""
-
-    async def handler(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
-        try:
-            while True:
-                head = await _read_request(reader)
-                if head.startswith(b"GET /health "):
-                    writer.write(b"HTTP/1.1 200 OK\r\nContent-Length: 0\r\n\r\n")
-                    continue
-                await answer(reader, writer)
-                return
-        except (asyncio.IncompleteReadError, ConnectionError):
-            writer.close()
-
-    return handler
+from .raw_backend import Handler, StartBackend, health_then, read_request
+from .raw_backend import backend as backend  # the fixture
 
 
 async def test_body_delimited_by_connection_close_is_relayed_whole(
-    backend: Callable[[Handler], Awaitable[str]],
+    backend: StartBackend,
     start_gateway: StartGateway,
     http: aiohttp.ClientSession,
 ) -> None:
@@ -68,14 +27,14 @@ async def test_body_delimited_by_connection_close_is_relayed_whole(
         writer.write(b"the end")
         writer.close()
 
-    gateway = await start_gateway(await backend(_health_then(answer)))
+    gateway = await start_gateway(await backend(health_then(answer)))
     async with http.get(f"{gateway.url}/v1/models") as response:
         assert response.status == 200
         assert await response.read() == b"until the end"
 
 
 async def test_interim_100_continue_is_not_relayed(
-    backend: Callable[[Handler], Awaitable[str]],
+    backend: StartBackend,
     start_gateway: StartGateway,
     http: aiohttp.ClientSession,
 ) -> None:
@@ -86,14 +45,14 @@ async def test_interim_100_continue_is_not_relayed(
         await writer.drain()
         writer.close()
 
-    gateway = await start_gateway(await backend(_health_then(answer)))
+    gateway = await start_gateway(await backend(health_then(answer)))
     async with http.post(f"{gateway.url}/v1/files", data=b"x") as response:
         assert response.status == 201
         assert await response.read() == b"ok"
 
 
 async def test_backend_speaking_nonsense_is_a_502(
-    backend: Callable[[Handler], Awaitable[str]],
+    backend: StartBackend,
     start_gateway: StartGateway,
     http: aiohttp.ClientSession,
 ) -> None:
@@ -102,14 +61,14 @@ async def test_backend_speaking_nonsense_is_a_502(
         await writer.drain()
         writer.close()
 
-    gateway = await start_gateway(await backend(_health_then(answer)))
+    gateway = await start_gateway(await backend(health_then(answer)))
     async with http.post(f"{gateway.url}/v1/completions", json={}) as response:
         assert response.status == 502
         assert (await response.json())["error"]["code"] == "bad_gateway"
 
 
 async def test_large_response_bodies_stream_through_intact(
-    backend: Callable[[Handler], Awaitable[str]],
+    backend: StartBackend,
     start_gateway: StartGateway,
     http: aiohttp.ClientSession,
 ) -> None:
@@ -122,7 +81,7 @@ async def test_large_response_bodies_stream_through_intact(
             await writer.drain()
         writer.close()
 
-    gateway = await start_gateway(await backend(_health_then(answer)))
+    gateway = await start_gateway(await backend(health_then(answer)))
     async with http.get(f"{gateway.url}/v1/files/big") as response:
         digest = hashlib.sha256()
         async for chunk in response.content.iter_chunked(65536):
@@ -137,10 +96,10 @@ def _answer_first_then_drop(requests: list[bytes]) -> Handler:
 
     async def handler(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
         with contextlib.suppress(asyncio.IncompleteReadError, ConnectionError):
-            requests.append(await _read_request(reader))
+            requests.append(await read_request(reader))
             writer.write(b"HTTP/1.1 200 OK\r\nContent-Length: 2\r\n\r\nok")
             await writer.drain()
-            requests.append(await _read_request(reader))
+            requests.append(await read_request(reader))
         writer.close()
 
     return handler
@@ -157,7 +116,7 @@ def _answer_first_then_drop(requests: list[bytes]) -> Handler:
     ],
 )
 async def test_a_replayable_request_the_backend_dropped_on_a_reused_connection_is_retried_once(
-    backend: Callable[[Handler], Awaitable[str]], method: str, headers: list[tuple[bytes, bytes]]
+    backend: StartBackend, method: str, headers: list[tuple[bytes, bytes]]
 ) -> None:
     requests: list[bytes] = []
     pool = UpstreamPool(await backend(_answer_first_then_drop(requests)))
@@ -173,7 +132,7 @@ async def test_a_replayable_request_the_backend_dropped_on_a_reused_connection_i
 
 
 async def test_a_post_the_backend_received_on_a_reused_connection_is_never_sent_twice(
-    backend: Callable[[Handler], Awaitable[str]],
+    backend: StartBackend,
     start_gateway: StartGateway,
     http: aiohttp.ClientSession,
 ) -> None:
@@ -185,7 +144,7 @@ async def test_a_post_the_backend_received_on_a_reused_connection_is_never_sent_
         served = 0
         with contextlib.suppress(asyncio.IncompleteReadError, ConnectionError):
             while True:
-                head = await _read_request(reader)
+                head = await read_request(reader)
                 served += 1
                 if head.startswith(b"POST /v1/crash "):
                     positions.append(served)
@@ -205,7 +164,7 @@ async def test_a_post_the_backend_received_on_a_reused_connection_is_never_sent_
 
 
 async def test_a_non_idempotent_request_is_not_retried_at_the_pool(
-    backend: Callable[[Handler], Awaitable[str]],
+    backend: StartBackend,
 ) -> None:
     requests: list[bytes] = []
     pool = UpstreamPool(await backend(_answer_first_then_drop(requests)))
@@ -221,7 +180,7 @@ async def test_a_non_idempotent_request_is_not_retried_at_the_pool(
 
 
 async def test_an_idle_connection_older_than_the_idle_limit_is_not_reused(
-    backend: Callable[[Handler], Awaitable[str]],
+    backend: StartBackend,
 ) -> None:
     """Retired before a backend's own keep-alive timeout (uvicorn's is 5 s) can race a request."""
     connections = 0
@@ -231,7 +190,7 @@ async def test_an_idle_connection_older_than_the_idle_limit_is_not_reused(
         connections += 1
         with contextlib.suppress(asyncio.IncompleteReadError, ConnectionError):
             while True:
-                await _read_request(reader)
+                await read_request(reader)
                 writer.write(b"HTTP/1.1 200 OK\r\nContent-Length: 2\r\n\r\nok")
                 await writer.drain()
         writer.close()
@@ -251,7 +210,7 @@ async def test_an_idle_connection_older_than_the_idle_limit_is_not_reused(
 
 
 async def test_keep_alive_connections_are_reused(
-    backend: Callable[[Handler], Awaitable[str]],
+    backend: StartBackend,
 ) -> None:
     connections = 0
 
@@ -260,7 +219,7 @@ async def test_keep_alive_connections_are_reused(
         connections += 1
         try:
             while True:
-                await _read_request(reader)
+                await read_request(reader)
                 writer.write(
                     b"HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\n2\r\nok\r\n0\r\n\r\n"
                 )

@@ -25,7 +25,6 @@ from noctaya.gateway.readiness import ReadinessProbe
 from noctaya.gateway.request_target import origin_form
 from noctaya.gateway.responses import (
     AUTHENTICATION_UNAVAILABLE,
-    BACKEND_UNREACHABLE,
     BODY_TOO_LARGE,
     JSON,
     QUEUE_FULL,
@@ -188,11 +187,11 @@ class GatewayApp:
             if not committed:
                 await self._error(send, BODY_TOO_LARGE, openai)
             return
-        except UpstreamUnavailable:
+        except UpstreamUnavailable as failure:
             if not committed:
-                await self._error(send, BACKEND_UNREACHABLE, openai)
+                await self._error(send, failure.error, openai)
                 return
-            frame = sse_error_frame(BACKEND_UNREACHABLE, openai)
+            frame = sse_error_frame(failure.error, openai)
             await send({"type": "http.response.body", "body": frame, "more_body": False})
             return
         finally:

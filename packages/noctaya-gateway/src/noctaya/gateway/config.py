@@ -21,6 +21,11 @@ from noctaya.gateway.scaler.describe import describe_error
 DEFAULT_MAX_QUEUE = 100
 DEFAULT_ACTIVATION_TIMEOUT = Duration.parse("5m")
 DEFAULT_HEARTBEAT_INTERVAL = Duration.parse("10s")
+DEFAULT_BACKEND_READ_TIMEOUT = Duration.parse("10m")
+"""The longest the backend may stay silent mid-exchange: a non-streamed completion sends its
+first byte only once generated."""
+DEFAULT_BACKEND_HEAD_TIMEOUT = Duration.parse("30s")
+"""How long a begun response head may take to be complete."""
 MIB = 1024 * 1024
 DEFAULT_MAX_REQUEST_BODY = 8 * MIB
 """Equal to the stream-detection peek, so a request that waits for a cold backend is held whole
@@ -54,6 +59,8 @@ class GatewayConfig:
     peek_limit: int = 8 * MIB
     shutdown_timeout: float = 20.0
     idle_timeout: float = 120.0
+    backend_read_timeout: float = DEFAULT_BACKEND_READ_TIMEOUT.seconds
+    backend_head_timeout: float = DEFAULT_BACKEND_HEAD_TIMEOUT.seconds
 
 
 def load_config(environ: Mapping[str, str]) -> GatewayConfig:
@@ -84,6 +91,12 @@ def load_config(environ: Mapping[str, str]) -> GatewayConfig:
         scaler_listen_addr=scaler_listen_addr,
         demand_aggregator_url=environ.get(names.DEMAND_AGGREGATOR_URL) or None,
         max_request_body=_byte_size(environ.get(names.MAX_REQUEST_BODY)),
+        backend_read_timeout=_timeout(
+            environ, names.BACKEND_READ_TIMEOUT, DEFAULT_BACKEND_READ_TIMEOUT
+        ),
+        backend_head_timeout=_timeout(
+            environ, names.BACKEND_HEAD_TIMEOUT, DEFAULT_BACKEND_HEAD_TIMEOUT
+        ),
     )
 
 
@@ -128,6 +141,20 @@ def _positive_seconds(text: str | None, default: Duration) -> float:
     except ValueError:
         return default.seconds
     return value.seconds if value.nanoseconds > 0 else default.seconds
+
+
+def _timeout(environ: Mapping[str, str], name: str, default: Duration) -> float:
+    """A positive Go duration (`10m`, `90s`); strict, since it is ours."""
+    text = environ.get(name)
+    if not text:
+        return default.seconds
+    try:
+        value = Duration.parse(text)
+    except ValueError:
+        value = Duration(0)
+    if value.nanoseconds <= 0:
+        raise ConfigError(f'{name} must be a positive duration such as "{default}", got "{text}"')
+    return value.seconds
 
 
 def _byte_size(text: str | None) -> int:

@@ -9,8 +9,14 @@ from typing import Any
 
 from noctaya.gateway.client import BodyTooLarge, ClientChannel, ClientGone
 from noctaya.gateway.metrics import GatewayMetrics
-from noctaya.gateway.responses import Headers, Send
-from noctaya.gateway.upstream import UpstreamError, UpstreamPool, UpstreamResponse
+from noctaya.gateway.responses import (
+    BACKEND_TIMEOUT,
+    BACKEND_UNREACHABLE,
+    GatewayError,
+    Headers,
+    Send,
+)
+from noctaya.gateway.upstream import UpstreamError, UpstreamPool, UpstreamResponse, UpstreamTimeout
 
 HOP_BY_HOP = frozenset(
     {
@@ -32,7 +38,12 @@ _BODY_END: dict[str, Any] = {"type": "http.response.body", "body": b"", "more_bo
 
 
 class UpstreamUnavailable(Exception):
-    """The backend could not be reached or failed before sending a response head."""
+    """The backend could not be reached, failed or stalled before sending a response head;
+    `error` is what the client is told (502, or 504 for a stall)."""
+
+    def __init__(self, message: str, error: GatewayError) -> None:
+        super().__init__(message)
+        self.error = error
 
 
 class UpstreamAborted(Exception):
@@ -124,7 +135,8 @@ class Upstream:
                 raise channel.failure from None
             if started:
                 raise UpstreamAborted(str(error) or type(error).__name__) from error
-            raise UpstreamUnavailable(str(error) or type(error).__name__) from error
+            answer = BACKEND_TIMEOUT if isinstance(error, UpstreamTimeout) else BACKEND_UNREACHABLE
+            raise UpstreamUnavailable(str(error) or type(error).__name__, answer) from error
 
 
 def _response_headers(raw: list[tuple[bytes, bytes]]) -> Headers:

@@ -66,6 +66,7 @@ BODY_TOO_LARGE = GatewayError(
     413, "request body too large", "invalid_request_error", "request_too_large"
 )
 BACKEND_UNREACHABLE = GatewayError(502, "backend unreachable", "server_error", "bad_gateway")
+BACKEND_TIMEOUT = GatewayError(504, "backend timeout", "server_error", "gateway_timeout")
 STREAM_TIMEOUT = GatewayError(
     503, "backend activation timeout", "server_error", "activation_timeout"
 )

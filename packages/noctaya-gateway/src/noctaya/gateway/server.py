@@ -19,7 +19,7 @@ from hypercorn.asyncio import serve
 from hypercorn.config import Config as HypercornConfig
 from noctaya.core.plan import gateway_env as names
 from noctaya.core.values.listen_address import parse_listen_address
-from noctaya.gateway import h2_late_data
+from noctaya.gateway import http2
 from noctaya.gateway.addresses import with_port
 from noctaya.gateway.app import GatewayApp
 from noctaya.gateway.config import GatewayConfig
@@ -139,13 +139,17 @@ class GatewayServer:
         """Check the scaler's TLS or the reporter's settings, serve HTTP, then start the scaler or
         reporter. A bad setting fails before any port is opened (and before "listening on" is
         logged); a later startup error undoes what began."""
-        h2_late_data.install()
+        http2.install()
         quiet_cancelled_callbacks(asyncio.get_running_loop())
         reporter = self._reporter() if self.config.demand_aggregator_url else None
         tls = self._scaler_tls() if reporter is None and self._serve_scaler else None
         sock = listen_socket(self.config.listen_addr)
         self.port = sock.getsockname()[1]
-        self._pool = UpstreamPool(self.config.backend_url)
+        self._pool = UpstreamPool(
+            self.config.backend_url,
+            read_timeout=self.config.backend_read_timeout,
+            head_timeout=self.config.backend_head_timeout,
+        )
         self.app = GatewayApp(self.config, self._pool, feed=self.feed, metrics=self.metrics)
         hc = hypercorn_config(self.config, sock)
         sock.detach()  # hypercorn owns the descriptor from here

@@ -1,7 +1,14 @@
 """A lean HTTP/1.1 client for the gateway's single backend (see `pool`)."""
 
-from noctaya.gateway.upstream.connection import UpstreamClosed
+from noctaya.gateway.upstream.connection import UpstreamClosed, UpstreamTimeout
 from noctaya.gateway.upstream.parser import ProtocolError
 from noctaya.gateway.upstream.pool import UpstreamError, UpstreamPool, UpstreamResponse
 
-__all__ = ["ProtocolError", "UpstreamClosed", "UpstreamError", "UpstreamPool", "UpstreamResponse"]
+__all__ = [
+    "ProtocolError",
+    "UpstreamClosed",
+    "UpstreamError",
+    "UpstreamPool",
+    "UpstreamResponse",
+    "UpstreamTimeout",
+]

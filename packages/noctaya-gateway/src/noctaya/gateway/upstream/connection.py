@@ -1,6 +1,11 @@
 """One HTTP/1.1 connection to the backend as an `asyncio.Protocol`: request bytes out, parsed
 response in, body pieces handed over as they arrive with bounded buffering (reading pauses
-while the client is slower than the backend)."""
+while the client is slower than the backend).
+
+Two deadlines keep a stalled backend from holding an exchange forever: the backend may stay
+silent at most `read_timeout` while we wait for it (long enough for a non-streamed completion
+generated before its first byte), and a response head, once begun, must be complete within
+`head_timeout`. Either ends the exchange with UpstreamTimeout."""
 
 from __future__ import annotations
 
@@ -18,9 +23,18 @@ class UpstreamClosed(ConnectionError):
     """The backend closed the connection (or it broke) before the response was complete."""
 
 
+class UpstreamTimeout(Exception):
+    """The backend stalled: silent past the read timeout, or a response head left unfinished."""
+
+
 class Http1Connection(asyncio.Protocol):
-    def __init__(self) -> None:
+    def __init__(self, read_timeout: float, head_timeout: float) -> None:
         self._loop = asyncio.get_running_loop()
+        self._read_timeout = read_timeout
+        self._head_timeout = head_timeout
+        self._last_io = 0.0
+        self._idle_timer: asyncio.TimerHandle | None = None
+        self._head_timer: asyncio.TimerHandle | None = None
         self._transport: asyncio.Transport | None = None
         self._parser = ResponseParser()
         self._head: asyncio.Future[Head] | None = None
@@ -45,8 +59,17 @@ class Http1Connection(asyncio.Protocol):
             self.close()
             return
         self.received_any = True
+        self._last_io = self._loop.time()
         self._parser.feed(data)
         self._pump()
+        if self._parser.in_head and self._error is None:
+            if self._head_timer is None:
+                self._head_timer = self._loop.call_at(
+                    self._last_io + self._head_timeout, self._head_expired
+                )
+        elif self._head_timer is not None:
+            self._head_timer.cancel()
+            self._head_timer = None
 
     def eof_received(self) -> bool:
         return False
@@ -80,12 +103,15 @@ class Http1Connection(asyncio.Protocol):
         self.body_ended = False
         self.received_any = False
         self.sent_any = False
+        self._last_io = self._loop.time()
+        self._idle_timer = self._loop.call_at(self._last_io + self._read_timeout, self._idle_check)
 
     def write(self, data: bytes) -> None:
         if self._transport is None or self.closed:
             raise UpstreamClosed("backend connection is closed")
         self._transport.write(data)
         self.sent_any = True
+        self._last_io = self._loop.time()
 
     async def drain(self) -> None:
         if self._drained is not None:
@@ -111,6 +137,7 @@ class Http1Connection(asyncio.Protocol):
         self._buffered -= len(chunk)
         if self._reading_paused and self._buffered < LOW_WATER and self._transport is not None:
             self._reading_paused = False
+            self._last_io = self._loop.time()  # the silence so far was ours
             self._transport.resume_reading()
         return chunk
 
@@ -126,6 +153,7 @@ class Http1Connection(asyncio.Protocol):
     def release(self) -> None:
         """The exchange is over and the connection goes back to the pool."""
         self._head = None
+        self._stop_timers()
 
     def abort(self, error: BaseException) -> None:
         """Fail the exchange with `error` (e.g. the request body could not be read)."""
@@ -133,8 +161,31 @@ class Http1Connection(asyncio.Protocol):
 
     def close(self) -> None:
         self.closed = True
+        self._stop_timers()
         if self._transport is not None:
             self._transport.close()
+
+    def _idle_check(self) -> None:
+        """Fires at most once per read timeout; re-arms itself while bytes keep moving."""
+        self._idle_timer = None
+        if self.closed or self.body_ended:
+            return
+        due = self._last_io + self._read_timeout
+        if self._reading_paused or due > self._loop.time():
+            when = self._loop.time() + self._read_timeout if self._reading_paused else due
+            self._idle_timer = self._loop.call_at(when, self._idle_check)
+            return
+        self._fail(UpstreamTimeout(f"backend sent nothing for {self._read_timeout:g}s"))
+
+    def _head_expired(self) -> None:
+        self._head_timer = None
+        self._fail(UpstreamTimeout(f"response head incomplete after {self._head_timeout:g}s"))
+
+    def _stop_timers(self) -> None:
+        for timer in (self._idle_timer, self._head_timer):
+            if timer is not None:
+                timer.cancel()
+        self._idle_timer = self._head_timer = None
 
     def _pump(self) -> None:
         try:
@@ -144,6 +195,7 @@ class Http1Connection(asyncio.Protocol):
                     return
                 if event is END:
                     self.body_ended = True
+                    self._stop_timers()
                     self._wake()
                     return
                 if isinstance(event, Head):

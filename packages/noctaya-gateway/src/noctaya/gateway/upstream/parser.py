@@ -1,8 +1,11 @@
 """Incremental HTTP/1.1 response parsing, without I/O: bytes in, head / body pieces / end out.
 
-Only what a reverse proxy meets from a backend: a status line and headers (interim 1xx answers
-skipped), then a body framed by Content-Length, chunked transfer coding or the connection close
-(RFC 9112 §6). Anything else is a ProtocolError, which the proxy reports as a 502.
+Only what a reverse proxy meets from a backend: a status line and headers (at most five interim
+1xx answers skipped, as Go's client allows), then a body framed by Content-Length, chunked
+transfer coding or the connection close (RFC 9112 §6). The grammar is h11's, so the two agree
+on every response (tests/gateway/test_upstream_parser.py checks that): lines may end in a bare
+LF, obsolete line folding becomes a space, header values hold no control characters. Anything
+else is a ProtocolError, which the proxy reports as a 502; nothing else is ever raised.
 """
 
 from __future__ import annotations
@@ -13,8 +16,16 @@ from dataclasses import dataclass
 
 MAX_HEAD = 64 * 1024
 MAX_CHUNK_LINE = 4096
-_STATUS_LINE = re.compile(rb"HTTP/1\.([01]) (\d{3})(?: .*)?")
-_TOKEN = re.compile(rb"[!#$%&'*+\-.^_`|~0-9A-Za-z]+")
+MAX_INTERIM = 5
+MAX_LENGTH_DIGITS = 20
+_HEAD_END = re.compile(rb"\n\r?\n")
+_STATUS_LINE = re.compile(rb"HTTP/([0-9])\.([0-9]) ([0-9]{3})(?: [ \t\x21-\x7e\x80-\xff]*)?")
+_HEADER = re.compile(
+    rb"([!#$%&'*+\-.^_`|~0-9A-Za-z]+):[ \t]*"
+    rb"((?:[\x21-\x7e\x80-\xff]+(?:[ \t]+[\x21-\x7e\x80-\xff]+)*)?)[ \t]*"
+)
+_CHUNK_SIZE = re.compile(rb"([0-9A-Fa-f]{1,20})(?:;.*)?[ \t]*")
+_DIGITS = re.compile(rb"[0-9]+")
 
 
 class ProtocolError(Exception):
@@ -25,7 +36,8 @@ class ProtocolError(Exception):
 class Head:
     status: int
     headers: list[tuple[bytes, bytes]]
-    """Names lowercased, in order, repeats kept."""
+    """Names lowercased, in order, repeats kept; one Content-Length at most, none when the
+    body is framed by a transfer coding."""
 
 
 class _Framing(enum.Enum):
@@ -51,8 +63,10 @@ NEED_DATA = object()
 class ResponseParser:
     def __init__(self) -> None:
         self._buffer = bytearray()
+        self._scanned = 0  # where the search for the end of the head resumes
         self._head: Head | None = None
         self._head_request = False
+        self._interim = 0
         self._framing = _Framing.NONE
         self._remaining = 0
         self._chunk = _Chunk.SIZE
@@ -64,6 +78,8 @@ class ResponseParser:
         """Expect the response to a new request (HEAD responses carry no body)."""
         self._head = None
         self._head_request = head_request
+        self._interim = 0
+        self._scanned = 0
         self._framing = _Framing.NONE
         self._chunk = _Chunk.SIZE
         self.complete = False
@@ -75,6 +91,11 @@ class ResponseParser:
     def reusable(self) -> bool:
         """The response ended cleanly and the connection may carry another request."""
         return self.complete and self.keep_alive and not self._buffer and not self._eof
+
+    @property
+    def in_head(self) -> bool:
+        """Part of a response head has arrived, not all of it."""
+        return self._head is None and bool(self._buffer)
 
     def eof(self) -> None:
         self._eof = True
@@ -93,49 +114,78 @@ class ResponseParser:
 
     def _parse_head(self) -> Head | object:
         while True:
-            end = self._buffer.find(b"\r\n\r\n")
-            if end < 0:
-                if len(self._buffer) > MAX_HEAD:
-                    raise ProtocolError("response head too large")
+            lines = self._lines(MAX_HEAD, "response head")
+            if lines is None:
                 if self._eof:
                     raise ProtocolError("connection closed before the response head")
                 return NEED_DATA
-            lines = bytes(self._buffer[:end]).split(b"\r\n")
-            del self._buffer[: end + 4]
+            if not lines:
+                raise ProtocolError("empty line instead of a status line")
             match = _STATUS_LINE.fullmatch(lines[0])
             if match is None:
                 raise ProtocolError(f"malformed status line {lines[0][:80]!r}")
-            minor, status = int(match.group(1)), int(match.group(2))
-            headers = [_header(line) for line in lines[1:]]
-            if 100 <= status < 200:
+            version = (int(match.group(1)), int(match.group(2)))
+            status = int(match.group(3))
+            headers = _headers(lines[1:])
+            if status < 100:
+                raise ProtocolError(f"invalid status {status:03d}")
+            if status < 200:
                 if status == 101:
                     raise ProtocolError("unexpected protocol switch")
+                self._interim += 1
+                if self._interim > MAX_INTERIM:
+                    raise ProtocolError("too many informational responses")
                 continue  # interim answer (100 Continue, 103 Early Hints): the real one follows
-            self._head = Head(status, headers)
-            self._frame(minor, status, headers)
+            self._head = Head(status, self._frame(version, status, headers))
             return self._head
 
-    def _frame(self, minor: int, status: int, headers: list[tuple[bytes, bytes]]) -> None:
-        connection = set(_tokens(headers, b"connection"))
-        self.keep_alive = b"close" not in connection if minor == 1 else b"keep-alive" in connection
-        codings = _tokens(headers, b"transfer-encoding")
-        lengths = {v.strip() for n, v in headers if n == b"content-length"}
+    def _lines(self, limit: int, what: str) -> list[bytes] | None:
+        """The lines up to the next empty one (consumed; bare LF ends a line too), or None."""
+        buffer = self._buffer
+        if buffer[:1] == b"\n" or buffer[:2] == b"\r\n":
+            del buffer[: 1 if buffer[:1] == b"\n" else 2]
+            return []
+        match = _HEAD_END.search(buffer, max(0, self._scanned - 2))
+        if match is None:
+            self._scanned = len(buffer)
+            if len(buffer) > limit:
+                raise ProtocolError(f"{what} too large")
+            return None
+        self._scanned = 0
+        if match.end() > limit:
+            raise ProtocolError(f"{what} too large")
+        lines = bytes(buffer[: match.start()]).split(b"\n")
+        del buffer[: match.end()]
+        return [line[:-1] if line.endswith(b"\r") else line for line in lines]
+
+    def _frame(
+        self, version: tuple[int, int], status: int, headers: list[tuple[bytes, bytes]]
+    ) -> list[tuple[bytes, bytes]]:
+        """Decide how the body ends (RFC 9112 §6.3); the headers to relay."""
+        connection = _tokens(headers, b"connection")
+        if version >= (1, 1):
+            self.keep_alive = b"close" not in connection
+        else:
+            self.keep_alive = b"keep-alive" in connection and b"close" not in connection
+        chunked = _transfer_coding_is_chunked(headers)
+        length = _content_length(headers)
+        if chunked and length is not None:
+            # Both: the transfer coding frames the body; the length is dropped, never relayed,
+            # and the connection is not trusted with another request (response splitting).
+            headers = [(n, v) for n, v in headers if n != b"content-length"]
+            self.keep_alive = False
         if self._head_request or status in (204, 304):
             self._framing = _Framing.NONE
             self.complete = True
-        elif codings:
-            if codings[-1] == b"chunked":
-                self._framing = _Framing.CHUNKED
-            else:
-                self._framing, self.keep_alive = _Framing.UNTIL_CLOSE, False
-        elif lengths:
-            if len(lengths) != 1 or not next(iter(lengths)).isdigit():
-                raise ProtocolError("invalid Content-Length")
-            self._remaining = int(next(iter(lengths)))
+        elif chunked:
+            self._framing = _Framing.CHUNKED
+        elif length is not None:
+            self._remaining = length
             self._framing = _Framing.LENGTH
-            self.complete = self._remaining == 0
+            self.complete = length == 0
         else:
             self._framing, self.keep_alive = _Framing.UNTIL_CLOSE, False
+        return headers
 
     def _length_body(self) -> bytes | object:
         if not self._buffer:
@@ -169,29 +219,39 @@ class ResponseParser:
                 if self._remaining == 0:
                     self._chunk = _Chunk.DATA_END
                 return piece
-            line = self._line()
-            if line is None:
-                return self._need_more()
-            if self._chunk is _Chunk.DATA_END:
-                if line:
-                    raise ProtocolError("chunk data longer than its size")
-                self._chunk = _Chunk.SIZE
-            elif self._chunk is _Chunk.SIZE:
-                size_text = line.split(b";", 1)[0].strip()
-                if not size_text or not all(c in b"0123456789abcdefABCDEF" for c in size_text):
-                    raise ProtocolError("malformed chunk size")
-                self._remaining = int(size_text, 16)
-                self._chunk = _Chunk.DATA if self._remaining else _Chunk.TRAILER
-            elif not line:  # the empty line after the trailer fields
+            if self._chunk is _Chunk.TRAILER:
+                trailer = self._lines(MAX_HEAD, "trailer section")
+                if trailer is None:
+                    return self._need_more()
+                _headers(trailer)  # checked like any header section, then dropped
                 self.complete = True
                 return END
+            if self._chunk is _Chunk.DATA_END:
+                crlf = bytes(self._buffer[:2])
+                if crlf != b"\r\n"[: len(crlf)]:
+                    raise ProtocolError("chunk data longer than its size")
+                if len(crlf) < 2:
+                    return self._need_more()
+                del self._buffer[:2]
+                self._chunk = _Chunk.SIZE
+                continue
+            line = self._chunk_line()
+            if line is None:
+                return self._need_more()
+            size = _CHUNK_SIZE.fullmatch(line)
+            if size is None:
+                raise ProtocolError("malformed chunk size")
+            self._remaining = int(size.group(1), 16)
+            self._chunk = _Chunk.DATA if self._remaining else _Chunk.TRAILER
 
-    def _line(self) -> bytes | None:
+    def _chunk_line(self) -> bytes | None:
         end = self._buffer.find(b"\r\n")
         if end < 0:
             if len(self._buffer) > MAX_CHUNK_LINE:
                 raise ProtocolError("chunk line too long")
             return None
+        if end > MAX_CHUNK_LINE:
+            raise ProtocolError("chunk line too long")
         line = bytes(self._buffer[:end])
         del self._buffer[: end + 2]
         return line
@@ -202,11 +262,55 @@ class ResponseParser:
         return NEED_DATA
 
 
-def _header(line: bytes) -> tuple[bytes, bytes]:
-    name, sep, value = line.partition(b":")
-    if not sep or not _TOKEN.fullmatch(name):
-        raise ProtocolError(f"malformed header line {line[:80]!r}")
-    return name.lower(), value.strip(b" \t")
+def _headers(lines: list[bytes]) -> list[tuple[bytes, bytes]]:
+    """Header lines (obsolete folds joined with a space) as checked (name, value) pairs."""
+    headers: list[tuple[bytes, bytes]] = []
+    for line in _unfold(lines):
+        match = _HEADER.fullmatch(line)
+        if match is None:
+            raise ProtocolError(f"malformed header line {line[:80]!r}")
+        headers.append((match.group(1).lower(), match.group(2)))
+    return headers
+
+
+def _unfold(lines: list[bytes]) -> list[bytes]:
+    unfolded: list[bytes] = []
+    for line in lines:
+        if line[:1] in (b" ", b"\t"):
+            if not unfolded:
+                raise ProtocolError("continuation line at the start of the headers")
+            unfolded[-1] += b" " + line.lstrip(b" \t")
+        else:
+            unfolded.append(line)
+    return unfolded
+
+
+def _content_length(headers: list[tuple[bytes, bytes]]) -> int | None:
+    """The one length all Content-Length fields agree on; repeats of it are merged into the
+    first field, in place, so the relayed head carries a single well-formed value."""
+    fields = [value for name, value in headers if name == b"content-length"]
+    values = {v.strip() for value in fields for v in value.split(b",")}
+    if not values:
+        return None
+    if len(values) != 1:
+        raise ProtocolError("conflicting Content-Length values")
+    value = values.pop()
+    if not _DIGITS.fullmatch(value) or len(value) > MAX_LENGTH_DIGITS:
+        raise ProtocolError("invalid Content-Length")
+    first = next(i for i, (n, _) in enumerate(headers) if n == b"content-length")
+    headers[first] = (b"content-length", value)
+    headers[first + 1 :] = [(n, v) for n, v in headers[first + 1 :] if n != b"content-length"]
+    return int(value)
+
+
+def _transfer_coding_is_chunked(headers: list[tuple[bytes, bytes]]) -> bool:
+    codings = [v.lower() for n, v in headers if n == b"transfer-encoding"]
+    if not codings:
+        return False
+    if codings != [b"chunked"]:
+        # Go's client and h11 alike: any other coding is a body we cannot frame for the client.
+        raise ProtocolError("unsupported Transfer-Encoding")
+    return True
 
 
 def _tokens(headers: list[tuple[bytes, bytes]], name: bytes) -> list[bytes]:

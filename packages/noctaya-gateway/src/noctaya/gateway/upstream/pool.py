@@ -21,16 +21,18 @@ from collections.abc import AsyncIterable, AsyncIterator
 from contextlib import asynccontextmanager
 from urllib.parse import urlsplit
 
-from noctaya.gateway.upstream.connection import Http1Connection, UpstreamClosed
+from noctaya.gateway.upstream.connection import Http1Connection, UpstreamClosed, UpstreamTimeout
 from noctaya.gateway.upstream.parser import Head, ProtocolError
 
 Headers = list[tuple[bytes, bytes]]
 MAX_IDLE = 256
 MAX_IDLE_SECONDS = 4.0
+READ_TIMEOUT = 600.0
+HEAD_TIMEOUT = 30.0
 _BODYLESS = frozenset({"GET", "HEAD", "DELETE", "OPTIONS", "TRACE"})
 _IDEMPOTENT = frozenset({"GET", "HEAD", "OPTIONS", "TRACE"})
 _IDEMPOTENCY_KEYS = frozenset({b"idempotency-key", b"x-idempotency-key"})
-UpstreamError = (UpstreamClosed, ProtocolError, OSError, TimeoutError)
+UpstreamError = (UpstreamClosed, UpstreamTimeout, ProtocolError, OSError, TimeoutError)
 """What a failed exchange raises (besides whatever the request body's source raised)."""
 
 
@@ -60,6 +62,8 @@ class UpstreamPool:
         backend_url: str,
         connect_timeout: float = 30.0,
         max_idle_seconds: float = MAX_IDLE_SECONDS,
+        read_timeout: float = READ_TIMEOUT,
+        head_timeout: float = HEAD_TIMEOUT,
     ) -> None:
         parts = urlsplit(backend_url)
         self._host = parts.hostname or ""
@@ -69,6 +73,8 @@ class UpstreamPool:
         self.path_prefix = parts.path.rstrip("/").encode()
         self._connect_timeout = connect_timeout
         self._max_idle_seconds = max_idle_seconds
+        self._read_timeout = read_timeout
+        self._head_timeout = head_timeout
         self._idle: list[tuple[Http1Connection, float]] = []  # with when it went idle
 
     @asynccontextmanager
@@ -107,8 +113,8 @@ class UpstreamPool:
             yield UpstreamResponse(head, connection)
         finally:
             if writer is not None and not writer.done():
-                writer.cancel()
                 connection.close()
+                await _stop(writer)
             if connection.reusable and len(self._idle) < MAX_IDLE:
                 connection.release()
                 self._idle.append((connection, asyncio.get_running_loop().time()))
@@ -137,7 +143,7 @@ class UpstreamPool:
         loop = asyncio.get_running_loop()
         async with asyncio.timeout(self._connect_timeout):
             _, connection = await loop.create_connection(
-                Http1Connection,
+                lambda: Http1Connection(self._read_timeout, self._head_timeout),
                 self._host,
                 self._port,
                 ssl=self._ssl,
@@ -172,7 +178,11 @@ class UpstreamPool:
             _write_body(connection, body, chunked=chunked)
         )
         writer.add_done_callback(lambda task: _abort_on_failure(task, connection))
-        return await connection.read_head(), writer
+        try:
+            return await connection.read_head(), writer
+        except BaseException:  # the caller never sees the writer: it must not outlive this
+            await _stop(writer)
+            raise
 
 
 def _may_retry(
@@ -200,6 +210,12 @@ async def _write_body(
             await connection.drain()
     if chunked:
         connection.write(b"0\r\n\r\n")
+
+
+async def _stop(writer: asyncio.Task[None]) -> None:
+    """Cancel the body writer and wait until it has ended (its own outcome is moot)."""
+    writer.cancel()
+    await asyncio.wait([writer])
 
 
 def _abort_on_failure(task: asyncio.Task[None], connection: Http1Connection) -> None:
