@@ -6,6 +6,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import hashlib
+from collections.abc import AsyncIterator
 
 import aiohttp
 import pytest
@@ -235,3 +236,43 @@ async def test_keep_alive_connections_are_reused(
     finally:
         await pool.close()
     assert connections == 1
+
+
+async def test_a_request_cancelled_while_waiting_for_the_head_stops_its_body_writer(
+    backend: StartBackend,
+) -> None:
+    """A client leaving mid-upload cancels the exchange: the task streaming its body to the
+    backend must end with it, not keep reading a request nobody will answer."""
+    body_reached_backend = asyncio.Event()
+    body_closed = asyncio.Event()
+
+    async def silent(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        with contextlib.suppress(asyncio.IncompleteReadError, ConnectionError):
+            await reader.readuntil(b"first")
+            body_reached_backend.set()
+            await reader.read()
+        writer.close()
+
+    async def endless_body() -> AsyncIterator[bytes]:
+        try:
+            yield b"first"
+            await asyncio.Event().wait()
+            yield b"never"
+        finally:
+            body_closed.set()
+
+    pool = UpstreamPool(await backend(silent))
+
+    async def upload() -> None:
+        async with pool.exchange("POST", b"/v1/files", [], endless_body()):
+            pass
+
+    task = asyncio.create_task(upload())
+    try:
+        await asyncio.wait_for(body_reached_backend.wait(), 10)
+        task.cancel()
+        with pytest.raises(asyncio.CancelledError):
+            await task
+        assert body_closed.is_set(), "the body writer outlived the cancelled exchange"
+    finally:
+        await pool.close()

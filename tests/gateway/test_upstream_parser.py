@@ -141,8 +141,9 @@ def test_connection_closing_early_is_a_protocol_error(data: bytes) -> None:
         _events(parser, data, eof=True)
 
 
-def test_oversized_head_is_refused() -> None:
+@pytest.mark.parametrize("end", [b"", b"\r\n\r\n"], ids=["incomplete", "complete"])
+def test_oversized_head_is_refused_whether_or_not_it_is_complete(end: bytes) -> None:
     parser = ResponseParser()
     parser.start(head_request=False)
     with pytest.raises(ProtocolError, match="too large"):
-        _events(parser, b"HTTP/1.1 200 OK\r\nX: " + b"a" * 70_000)
+        _events(parser, b"HTTP/1.1 200 OK\r\nX: " + b"a" * 70_000 + end)
