@@ -10,7 +10,6 @@ from noctaya.core.api import (
     CacheStrategy,
     InferenceRuntime,
     LLMService,
-    Vendor,
     parse_inferenceruntime,
     parse_llmservice,
 )
@@ -18,19 +17,19 @@ from noctaya.core.api import (
 EXAMPLES = Path(__file__).resolve().parents[2] / "examples"
 PROFILES = {
     "nvidia/a10": {
-        "vendor": Vendor.NVIDIA,
+        "vendor": "nvidia",
         "image": "vllm/vllm-openai:v0.25.1",
         "resource": "nvidia.com/gpu",
         "labels": {"nvidia.com/gpu.product": "NVIDIA-A10"},
     },
     "nvidia/a100": {
-        "vendor": Vendor.NVIDIA,
+        "vendor": "nvidia",
         "image": "vllm/vllm-openai:v0.25.1",
         "resource": "nvidia.com/gpu",
         "labels": {"nvidia.com/gpu.product": "NVIDIA-A100"},
     },
     "ascend/910b3": {
-        "vendor": Vendor.ASCEND,
+        "vendor": "ascend",
         "image": "quay.io/ascend/vllm-ascend:v0.21.0rc1",
         "resource": "huawei.com/Ascend910",
         "labels": {
@@ -39,7 +38,7 @@ PROFILES = {
         },
     },
     "ascend/310p-duo": {
-        "vendor": Vendor.ASCEND,
+        "vendor": "ascend",
         "image": "quay.io/ascend/vllm-ascend:v0.22.1rc1-310p",
         "resource": "huawei.com/Ascend310P",
         "labels": {
@@ -48,7 +47,7 @@ PROFILES = {
         },
     },
     "ascend/310p-pro": {
-        "vendor": Vendor.ASCEND,
+        "vendor": "ascend",
         "image": "quay.io/ascend/vllm-ascend:v0.22.1rc1-310p",
         "resource": "huawei.com/Ascend310P",
         "labels": {
@@ -93,7 +92,7 @@ def test_runtime_profile_matches_the_reference(profile: str) -> None:
     runtime, _ = _load(profile)
     expected = PROFILES[profile]
     spec = runtime.spec
-    assert spec.vendor is expected["vendor"]
+    assert spec.vendor == expected["vendor"]
     assert spec.priority == 100
     assert spec.container.image == expected["image"]
     assert spec.accelerator.resource_name == expected["resource"]

@@ -1,7 +1,10 @@
 """Every field path of the API contract's tables is in the generated CRDs, as the contract says.
 
-The expectations below are transcribed from the CRD reference and the reference behaviour §0,
-not from the models: a model change that drifts from the contract fails here.
+The expectations below are transcribed from the CRD reference and the reference behaviour,
+not from the models: a model change that drifts from the contract fails here. Two deliberate
+widenings of the contract: vendors are DNS labels (any installed vendor plugin, not only the
+built-in nvidia and ascend), and quantities, probe timings and probe ports carry the bounds Pod
+validation would enforce later.
 """
 
 from __future__ import annotations
@@ -18,8 +21,27 @@ BOOLEAN = {"type": "boolean"}
 OBJECT = {"type": "object"}
 ARRAY = {"type": "array"}
 QUANTITY = {"x-kubernetes-int-or-string": True}
+NON_NEGATIVE_QUANTITY = {
+    **QUANTITY,
+    "x-kubernetes-validations": [
+        {
+            "rule": "type(self) == int ? self >= 0 : "
+            "!self.startsWith('-') || quantity(self).sign() == 0",
+            "message": "must be greater than or equal to 0",
+        }
+    ],
+}
+PROBE_PORT = {
+    **QUANTITY,
+    "x-kubernetes-validations": [
+        {
+            "rule": "type(self) == string ? size(self) > 0 : self >= 1 && self <= 65535",
+            "message": "must be a port number from 1 to 65535 or a name",
+        }
+    ],
+}
 DURATION = {"type": "string"}
-SERVICE_VENDORS = ["nvidia", "ascend"]
+VENDOR = {**STRING, "minLength": 1, "maxLength": 63, "pattern": "^[a-z0-9]([-a-z0-9]*[a-z0-9])?$"}
 
 LLMSERVICE_FIELDS: dict[str, dict[str, Any]] = {
     "spec.model": OBJECT,
@@ -31,16 +53,16 @@ LLMSERVICE_FIELDS: dict[str, dict[str, Any]] = {
     "spec.runtime": OBJECT,
     "spec.runtime.name": STRING,
     "spec.runtime.selector.vendor": {**ARRAY, "minItems": 1},
-    "spec.runtime.selector.vendor[]": {**STRING, "enum": SERVICE_VENDORS},
+    "spec.runtime.selector.vendor[]": VENDOR,
     "spec.runtime.argsOverride": ARRAY,
     "spec.runtime.argsOverride[]": STRING,
     "spec.resources": {**OBJECT, "default": {}},
     "spec.resources.accelerators": {**INTEGER, "default": 1, "minimum": 1},
-    "spec.resources.cpu": QUANTITY,
-    "spec.resources.memory": QUANTITY,
+    "spec.resources.cpu": NON_NEGATIVE_QUANTITY,
+    "spec.resources.memory": NON_NEGATIVE_QUANTITY,
     "spec.resources.fraction": OBJECT,
-    "spec.resources.fraction.memory": QUANTITY,
-    "spec.resources.fraction.cores": QUANTITY,
+    "spec.resources.fraction.memory": NON_NEGATIVE_QUANTITY,
+    "spec.resources.fraction.cores": NON_NEGATIVE_QUANTITY,
     "spec.scaling": {**OBJECT, "default": {}},
     "spec.scaling.min": {**INTEGER, "default": 0, "minimum": 0},
     "spec.scaling.max": {**INTEGER, "default": 1, "minimum": 1},
@@ -66,16 +88,16 @@ LLMSERVICE_FIELDS: dict[str, dict[str, Any]] = {
         "default": "NodeLocalPVC",
         "enum": ["NodeLocalPVC", "HostPath", "SharedPVC", "BakedImage", "None"],
     },
-    "spec.cache.size": QUANTITY,
+    "spec.cache.size": NON_NEGATIVE_QUANTITY,
     "spec.cache.storageClassName": STRING,
     "spec.cache.prewarm": {**BOOLEAN, "default": False},
     "spec.endpoint": {**OBJECT, "default": {}},
     "spec.endpoint.openAICompatible": {**BOOLEAN, "default": True},
     "spec.endpoint.maxQueue": {**INTEGER, "default": 100, "minimum": 1},
-    "spec.endpoint.resources.requests.cpu": QUANTITY,
-    "spec.endpoint.resources.requests.memory": QUANTITY,
-    "spec.endpoint.resources.limits.cpu": QUANTITY,
-    "spec.endpoint.resources.limits.memory": QUANTITY,
+    "spec.endpoint.resources.requests.cpu": NON_NEGATIVE_QUANTITY,
+    "spec.endpoint.resources.requests.memory": NON_NEGATIVE_QUANTITY,
+    "spec.endpoint.resources.limits.cpu": NON_NEGATIVE_QUANTITY,
+    "spec.endpoint.resources.limits.memory": NON_NEGATIVE_QUANTITY,
     "spec.endpoint.authentication.secretRef.name": {**STRING, "minLength": 1},
     "spec.endpoint.authentication.secretRef.key": {**STRING, "minLength": 1},
     "spec.endpoint.coldStart": {**OBJECT, "default": {}},
@@ -103,7 +125,7 @@ LLMSERVICE_FIELDS: dict[str, dict[str, Any]] = {
 
 INFERENCERUNTIME_FIELDS: dict[str, dict[str, Any]] = {
     "spec.family": {**STRING, "default": "vllm", "enum": ["vllm"]},
-    "spec.vendor": {**STRING, "enum": ["nvidia", "ascend"]},
+    "spec.vendor": VENDOR,
     "spec.priority": {**INTEGER, "default": 0, "format": "int32"},
     "spec.container": OBJECT,
     "spec.container.image": {**STRING, "minLength": 1},
@@ -134,12 +156,16 @@ INFERENCERUNTIME_FIELDS: dict[str, dict[str, Any]] = {
     "spec.accelerator.scheduler.name": STRING,
     "spec.accelerator.scheduler.queue": STRING,
     "spec.health.readiness.httpGet.path": STRING,
-    "spec.health.readiness.httpGet.port": QUANTITY,
+    "spec.health.readiness.httpGet.port": PROBE_PORT,
     "spec.health.liveness.exec.command": ARRAY,
-    "spec.health.startup.periodSeconds": INTEGER,
-    "spec.health.startup.failureThreshold": INTEGER,
-    "spec.health.startup.tcpSocket.port": QUANTITY,
-    "spec.health.startup.grpc.port": INTEGER,
+    "spec.health.startup.periodSeconds": {**INTEGER, "minimum": 0},
+    "spec.health.startup.failureThreshold": {**INTEGER, "minimum": 0},
+    "spec.health.startup.initialDelaySeconds": {**INTEGER, "minimum": 0},
+    "spec.health.startup.timeoutSeconds": {**INTEGER, "minimum": 0},
+    "spec.health.startup.successThreshold": {**INTEGER, "minimum": 0},
+    "spec.health.startup.terminationGracePeriodSeconds": {**INTEGER, "minimum": 1},
+    "spec.health.startup.tcpSocket.port": PROBE_PORT,
+    "spec.health.startup.grpc.port": {**INTEGER, "minimum": 1, "maximum": 65535},
     "spec.lifecycle.terminationGracePeriodSeconds": {**INTEGER, "minimum": 1},
     "spec.lifecycle.preStopDrain": {**BOOLEAN, "default": False},
     "spec.metrics.path": {**STRING, "default": "/metrics"},

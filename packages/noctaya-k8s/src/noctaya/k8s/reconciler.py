@@ -1,5 +1,5 @@
-"""The LLMService reconcile (reference §1.3): resolve, plan and render everything, then apply in
-order, observe, and report status.
+"""The LLMService reconcile: resolve, plan and render everything, then apply in order, observe,
+and report status.
 
 Planning and rendering are pure and finish before the first write, so an invalid spec changes
 nothing; the first error wins with its reason and becomes the Ready/Degraded condition.
@@ -16,7 +16,7 @@ from datetime import UTC, datetime
 from typing import TypeVar
 
 from kubernetes.client.exceptions import ApiException
-from noctaya.core.api import InferenceRuntime, LLMService, parse_inferenceruntime, parse_llmservice
+from noctaya.core.api import InferenceRuntime, LLMService, read_inferenceruntime, read_llmservice
 from noctaya.core.errors import NoctayaError
 from noctaya.core.model_source import resolve_model
 from noctaya.core.observation import BackendObservation
@@ -109,7 +109,7 @@ class LLMServiceReconciler:
             return
         progress = _Progress()
         try:
-            service = parse_llmservice(live)
+            service = read_llmservice(live)
             plan = self._plan(service)
             rendered = render_serving(plan)
             self._apply(live, plan, rendered, progress)
@@ -131,7 +131,8 @@ class LLMServiceReconciler:
 
     def _plan(self, service: LLMService) -> ServingPlan:
         runtime = self._resolve_runtime(service)
-        adapter = self._vendors.adapter(runtime.spec.vendor.value)
+        # Vendor names are open-ended: the installed plugins decide (else UnsupportedVendor).
+        adapter = self._vendors.adapter(runtime.spec.vendor)
         source = service.spec.model.source
         model = resolve_model(
             source.uri if source else None,
@@ -149,7 +150,7 @@ class LLMServiceReconciler:
 
     def _resolve_runtime(self, service: LLMService) -> InferenceRuntime:
         selection = service.spec.runtime
-        vendors = [v.value for v in selection.selector.vendor or []] if selection.selector else []
+        vendors = list(selection.selector.vendor or []) if selection.selector else []
         pinned = pinned_runtime_name(selection.name, vendors)
         if pinned is not None:
             try:
@@ -178,7 +179,7 @@ class LLMServiceReconciler:
         chosen = select_runtime(candidates, vendors)
         return _parse_runtime(runtimes[chosen.name])
 
-    # -- apply, in the order of §1.3 step 6 --------------------------------------------------
+    # -- apply, in the reference's order ------------------------------------------------------
 
     def _apply(
         self, owner: KubeObject, plan: ServingPlan, rendered: RenderedService, progress: _Progress
@@ -312,7 +313,7 @@ class LLMServiceReconciler:
 def _parse_runtime(obj: KubeObject) -> InferenceRuntime:
     """A broken runtime is a runtime-resolution failure of the service that selected it."""
     try:
-        return parse_inferenceruntime(obj)
+        return read_inferenceruntime(obj)
     except NoctayaError as error:
         name = (obj.get("metadata") or {}).get("name", "")
         raise NoctayaError(

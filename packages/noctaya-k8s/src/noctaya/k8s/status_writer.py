@@ -7,13 +7,14 @@ metadata change is never overwritten; an equal status is not written at all (no 
 
 from __future__ import annotations
 
+import logging
 import random
 import time
 from collections.abc import Callable
 from typing import Any
 
 from kubernetes.dynamic.exceptions import ConflictError, NotFoundError
-from noctaya.core.api import LLMServiceStatus
+from noctaya.core.api import InvalidResource, LLMServiceStatus, read_llmservice_status
 from noctaya.core.status import same_status
 from noctaya.k8s.kinds import LLMSERVICE
 from noctaya.k8s.runtime.resources import ResourceResolver
@@ -24,10 +25,20 @@ _JITTER = 0.1
 
 KubeObject = dict[str, Any]
 DesiredStatus = Callable[[LLMServiceStatus], LLMServiceStatus]
+_log = logging.getLogger(__name__)
 
 
 def live_status(obj: KubeObject) -> LLMServiceStatus:
-    return LLMServiceStatus.model_validate(obj.get("status") or {})
+    """The stored status, fields of a newer CRD ignored; one this version cannot read is replaced.
+
+    The status is the operator's own output, so an unreadable one (written by another version)
+    must never stop the operator from reporting why the service fails.
+    """
+    try:
+        return read_llmservice_status(obj.get("status") or {})
+    except InvalidResource as error:
+        _log.warning("replacing a status this version cannot read: %s", error.message)
+        return LLMServiceStatus()
 
 
 class StatusWriter:

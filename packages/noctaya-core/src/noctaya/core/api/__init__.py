@@ -1,7 +1,8 @@
 """The serving.noctaya.io/v1alpha1 API: LLMService and InferenceRuntime as pydantic models.
 
 The models are the single source of the API: the CRDs are generated from them, and
-`parse_llmservice` / `parse_inferenceruntime` apply the same defaults and rules the API server does.
+`parse_llmservice` / `parse_inferenceruntime` apply the same defaults and rules the API server does
+(`read_*` decode what the API server returns, ignoring fields of a newer CRD).
 """
 
 from noctaya.core.api.base import API_GROUP, API_VERSION, GROUP_VERSION, ApiModel
@@ -55,9 +56,15 @@ from noctaya.core.api.llmservice import (
     Scaling,
     ScalingMetric,
     SecretKeyReference,
-    Vendor,
 )
-from noctaya.core.api.validation import InvalidResource, parse_inferenceruntime, parse_llmservice
+from noctaya.core.api.validation import (
+    InvalidResource,
+    parse_inferenceruntime,
+    parse_llmservice,
+    read_inferenceruntime,
+    read_llmservice,
+    read_llmservice_status,
+)
 
 __all__ = [
     "API_GROUP",
@@ -110,7 +117,9 @@ __all__ = [
     "SecretKeyReference",
     "Sharing",
     "Toleration",
-    "Vendor",
     "parse_inferenceruntime",
     "parse_llmservice",
+    "read_inferenceruntime",
+    "read_llmservice",
+    "read_llmservice_status",
 ]

@@ -8,8 +8,10 @@ beside the validation pydantic runs; the two can never drift apart.
 from __future__ import annotations
 
 from collections.abc import Callable
+from functools import cache
 from typing import Annotated, Any, Final
 
+from noctaya.core.api import rules
 from noctaya.core.values import Duration, Quantity
 from pydantic import (
     AfterValidator,
@@ -19,7 +21,9 @@ from pydantic import (
     Field,
     GetJsonSchemaHandler,
     Strict,
+    ValidationInfo,
     WithJsonSchema,
+    model_validator,
 )
 from pydantic.alias_generators import to_camel
 from pydantic.json_schema import JsonSchemaValue
@@ -33,6 +37,7 @@ GROUP_VERSION: Final = "serving.noctaya.io/v1alpha1"
 DURATION_MAX_LENGTH = 64
 # Go `time.ParseDuration` syntax, which is also what CEL's duration() accepts.
 DURATION_PATTERN = r"^[-+]?(0|(([0-9]+(\.[0-9]*)?|\.[0-9]+)(ns|us|µs|μs|ms|s|m|h))+)$"
+DNS_LABEL_PATTERN = r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?$"
 # The pattern Kubernetes publishes for `resource.Quantity`.
 QUANTITY_PATTERN = (
     r"^(\+|-)?(([0-9]+(\.[0-9]*)?)|(\.[0-9]+))"
@@ -40,11 +45,18 @@ QUANTITY_PATTERN = (
 )
 
 
+READ_BACK: Final = "read back from the API server"
+"""Validation context of objects the API server returns: their unknown fields are ignored."""
+
+
 class ApiModel(BaseModel):
     """Base of every API object: camelCase on the wire, snake_case in Python, unknown keys rejected.
 
-    Unknown keys are errors (not silently dropped as the API server's pruning would) so a typo in
-    a manifest such as `scaling.maxx` is reported instead of quietly falling back to a default.
+    Unknown keys in what users write are errors (not silently dropped as the API server's pruning
+    would) so a typo such as `scaling.maxx` is reported instead of quietly falling back to a
+    default. Objects read back from the API server (`READ_BACK` context) are already pruned to
+    the installed CRD, which may be newer than these models: their unknown fields are ignored,
+    or every service would fail after a CRD upgrade.
     """
 
     model_config = ConfigDict(
@@ -59,6 +71,23 @@ class ApiModel(BaseModel):
     def to_wire(self) -> dict[str, Any]:
         """The JSON-ready manifest form: camelCase keys, unset optional fields omitted."""
         return self.model_dump(mode="json", by_alias=True, exclude_none=True)
+
+    @model_validator(mode="before")
+    @classmethod
+    def _ignore_unknown_fields_read_back(cls, data: Any, info: ValidationInfo) -> Any:
+        if info.context != READ_BACK or not isinstance(data, dict):
+            return data
+        if cls.model_config.get("extra") != "forbid":
+            return data  # models that keep unknown keys keep them on reads too
+        known = _wire_names(cls)
+        return {key: value for key, value in data.items() if key in known}
+
+
+@cache
+def _wire_names(model: type[BaseModel]) -> frozenset[str]:
+    """Every key a model accepts: wire (alias) and Python names."""
+    fields = model.model_fields
+    return frozenset(fields) | {field.alias for field in fields.values() if field.alias}
 
 
 class _SchemaFormat:
@@ -105,7 +134,10 @@ NonNegativeInt64 = Annotated[
 PositiveInt64 = Annotated[
     int, Strict(), Field(ge=1), AfterValidator(_fits(64)), _SchemaFormat("int64")
 ]
+PortNumber = Annotated[int, Strict(), Field(ge=1, le=65535), _SchemaFormat("int32")]
 StrictBool = Annotated[bool, Strict()]
+VendorName = Annotated[str, Field(min_length=1, max_length=63, pattern=DNS_LABEL_PATTERN)]
+"""A vendor plugin's name: a DNS label, so any installed plugin can be named, not a fixed list."""
 
 ApiDuration = Annotated[
     Duration,
@@ -129,20 +161,50 @@ ApiQuantity = Annotated[
 """A Kubernetes quantity (`500m`, `32Gi`), written as a string or a whole number."""
 
 
+def _non_negative(value: Quantity) -> Quantity:
+    rules.QUANTITY_NON_NEGATIVE.check(value.value >= 0)
+    return value
+
+
+NonNegativeQuantity = Annotated[
+    Quantity,
+    AfterValidator(_non_negative),
+    WithJsonSchema(
+        {
+            "anyOf": [{"type": "integer"}, {"type": "string"}],
+            "pattern": QUANTITY_PATTERN,
+            "x-kubernetes-int-or-string": True,
+            **rules.validations(rules.QUANTITY_NON_NEGATIVE),
+        }
+    ),
+]
+"""An amount of CPU, memory or storage: a quantity that is zero or more, as Kubernetes demands."""
+
+
 def _int_or_string(value: Any) -> Any:
     if isinstance(value, bool) or not isinstance(value, int | str):
         raise ValueError("must be an integer or a string")
     return value
 
 
-IntOrString = Annotated[
+def _port_number_or_name(value: int | str) -> int | str:
+    rules.PORT_NUMBER_OR_NAME.check(value != "" and (isinstance(value, str) or 1 <= value <= 65535))
+    return value
+
+
+PortNumberOrName = Annotated[
     int | str,
     BeforeValidator(_int_or_string),
+    AfterValidator(_port_number_or_name),
     WithJsonSchema(
-        {"anyOf": [{"type": "integer"}, {"type": "string"}], "x-kubernetes-int-or-string": True}
+        {
+            "anyOf": [{"type": "integer"}, {"type": "string"}],
+            "x-kubernetes-int-or-string": True,
+            **rules.validations(rules.PORT_NUMBER_OR_NAME),
+        }
     ),
 ]
-"""A port given by number or by name, as in Kubernetes probes."""
+"""A port given by number (1-65535) or by name, as in Kubernetes probes."""
 
 
 def empty_object_default(factory: Callable[[], Any]) -> Any:

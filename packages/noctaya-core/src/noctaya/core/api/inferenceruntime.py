@@ -6,7 +6,15 @@ from enum import StrEnum
 from typing import Literal
 
 from noctaya.core.api import rules
-from noctaya.core.api.base import GROUP_VERSION, ApiModel, Int32, PositiveInt64, StrictBool
+from noctaya.core.api.base import (
+    DNS_LABEL_PATTERN,
+    GROUP_VERSION,
+    ApiModel,
+    Int32,
+    PositiveInt64,
+    StrictBool,
+    VendorName,
+)
 from noctaya.core.api.kubernetes import (
     Condition,
     EnvVar,
@@ -15,10 +23,7 @@ from noctaya.core.api.kubernetes import (
     Toleration,
     condition_list,
 )
-from noctaya.core.api.llmservice import Vendor
 from pydantic import ConfigDict, Field, ValidationInfo, field_validator, model_validator
-
-DNS_LABEL_PATTERN = r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?$"
 
 
 class RuntimeFamily(StrEnum):
@@ -107,7 +112,9 @@ class Metrics(ApiModel):
 
 class InferenceRuntimeSpec(ApiModel):
     family: RuntimeFamily = RuntimeFamily.VLLM
-    vendor: Vendor
+    vendor: VendorName
+    """The vendor plugin that renders the accelerator: nvidia and ascend are built in, others
+    come from installed `noctaya.vendors` plugins and are checked when a service uses them."""
     priority: Int32 = 0
     """Higher wins within a selected vendor; equal top values are ambiguous."""
     container: RuntimeContainer

@@ -16,10 +16,12 @@ from typing import Any
 from noctaya.core.api.base import (
     ApiModel,
     ApiQuantity,
-    Int32,
     Int64,
-    IntOrString,
+    NonNegativeInt32,
     NonNegativeInt64,
+    PortNumber,
+    PortNumberOrName,
+    PositiveInt64,
     StrictBool,
 )
 from pydantic import ConfigDict, Field
@@ -100,35 +102,39 @@ class HTTPHeader(ApiModel):
 
 class HTTPGetAction(ApiModel):
     path: str | None = None
-    port: IntOrString
+    port: PortNumberOrName
     host: str | None = None
     scheme: str | None = None
     http_headers: list[HTTPHeader] | None = None
 
 
 class TCPSocketAction(ApiModel):
-    port: IntOrString
+    port: PortNumberOrName
     host: str | None = None
 
 
 class GRPCAction(ApiModel):
-    port: Int32
+    port: PortNumber
     service: str | None = None
 
 
 class Probe(ApiModel):
-    """A core/v1 Probe, copied into the serving container unchanged."""
+    """A core/v1 Probe, copied into the serving container unchanged.
+
+    Its bounds are the Pod validation's (zero means the Kubernetes default), so a runtime that
+    would make every backend Pod fail admission is refused when it is written.
+    """
 
     exec: ExecAction | None = None
     http_get: HTTPGetAction | None = None
     tcp_socket: TCPSocketAction | None = None
     grpc: GRPCAction | None = None
-    initial_delay_seconds: Int32 | None = None
-    timeout_seconds: Int32 | None = None
-    period_seconds: Int32 | None = None
-    success_threshold: Int32 | None = None
-    failure_threshold: Int32 | None = None
-    termination_grace_period_seconds: Int64 | None = None
+    initial_delay_seconds: NonNegativeInt32 | None = None
+    timeout_seconds: NonNegativeInt32 | None = None
+    period_seconds: NonNegativeInt32 | None = None
+    success_threshold: NonNegativeInt32 | None = None
+    failure_threshold: NonNegativeInt32 | None = None
+    termination_grace_period_seconds: PositiveInt64 | None = None
 
 
 class ConditionStatus(StrEnum):
@@ -171,6 +177,6 @@ class ObjectMeta(ApiModel):
     namespace: str | None = None
     uid: str | None = None
     resource_version: str | None = None
-    generation: int | None = None
+    generation: NonNegativeInt64 | None = None
     labels: dict[str, str] = Field(default_factory=dict)
     annotations: dict[str, str] = Field(default_factory=dict)

@@ -10,20 +10,16 @@ from noctaya.core.api.base import (
     GROUP_VERSION,
     ApiDuration,
     ApiModel,
-    ApiQuantity,
     Int32,
     NonNegativeInt32,
+    NonNegativeQuantity,
     StrictBool,
+    VendorName,
     empty_object_default,
 )
 from noctaya.core.api.kubernetes import Condition, LocalObjectReference, ObjectMeta, condition_list
 from noctaya.core.values import Duration
 from pydantic import ConfigDict, Field, ValidationInfo, field_validator, model_validator
-
-
-class Vendor(StrEnum):
-    NVIDIA = "nvidia"
-    ASCEND = "ascend"
 
 
 class ModelSource(ApiModel):
@@ -63,8 +59,9 @@ class ModelSpec(ApiModel):
 
 
 class RuntimeSelector(ApiModel):
-    vendor: list[Vendor] | None = Field(default=None, min_length=1)
-    """Vendors in preference order; the first with a runtime wins, then the highest priority."""
+    vendor: list[VendorName] | None = Field(default=None, min_length=1)
+    """Vendors in preference order (built in: nvidia, ascend; others come from installed vendor
+    plugins); the first with a runtime wins, then the highest priority."""
 
 
 class RuntimeSelection(ApiModel):
@@ -88,16 +85,16 @@ class RuntimeSelection(ApiModel):
 class Fraction(ApiModel):
     """Reserved for sub-device sharing; any value fails reconciliation."""
 
-    memory: ApiQuantity | None = None
-    cores: ApiQuantity | None = None
+    memory: NonNegativeQuantity | None = None
+    cores: NonNegativeQuantity | None = None
 
 
 class Resources(ApiModel):
     accelerators: Int32 = Field(default=1, ge=1)
     """Whole devices requested per backend replica."""
-    cpu: ApiQuantity | None = None
+    cpu: NonNegativeQuantity | None = None
     """CPU request per backend replica."""
-    memory: ApiQuantity | None = None
+    memory: NonNegativeQuantity | None = None
     """Memory request and limit per backend replica."""
     fraction: Fraction | None = None
 
@@ -203,7 +200,7 @@ class CacheStrategy(StrEnum):
 
 class Cache(ApiModel):
     strategy: CacheStrategy = CacheStrategy.NODE_LOCAL_PVC
-    size: ApiQuantity | None = None
+    size: NonNegativeQuantity | None = None
     """PVC request for NodeLocalPVC or SharedPVC; the controller defaults it to 50Gi."""
     storage_class_name: str | None = None
     prewarm: StrictBool = False
@@ -211,8 +208,8 @@ class Cache(ApiModel):
 
 
 class ComputeAmounts(ApiModel):
-    cpu: ApiQuantity | None = None
-    memory: ApiQuantity | None = None
+    cpu: NonNegativeQuantity | None = None
+    memory: NonNegativeQuantity | None = None
 
 
 class GatewayResources(ApiModel):

@@ -105,6 +105,16 @@ SCHEDULER_QUEUE_NEEDS_VOLCANO = Rule(
     "!has(self.queue) || self.queue == '' || (has(self.name) && self.name == 'volcano')",
     "queue",
 )
+# Rules that sit on a scalar node (`self` is the value). An int-or-string value is `dyn` in CEL;
+# both rules cost a constant amount whatever the string's length, so no maxLength is needed.
+QUANTITY_NON_NEGATIVE = Rule(
+    "must be greater than or equal to 0",
+    "type(self) == int ? self >= 0 : !self.startsWith('-') || quantity(self).sign() == 0",
+)
+PORT_NUMBER_OR_NAME = Rule(
+    "must be a port number from 1 to 65535 or a name",
+    "type(self) == string ? size(self) > 0 : self >= 1 && self <= 65535",
+)
 METRICS_QUEUE_DEPTH = Rule(
     "metrics.queueDepth is required when metrics is set",
     "has(self.queueDepth) && self.queueDepth != ''",
@@ -123,4 +133,6 @@ ALL_RULES = (
     HEARTBEAT_POSITIVE,
     SCHEDULER_QUEUE_NEEDS_VOLCANO,
     METRICS_QUEUE_DEPTH,
+    QUANTITY_NON_NEGATIVE,
+    PORT_NUMBER_OR_NAME,
 )

@@ -2,81 +2,105 @@
 
 pydantic's own report is precise but speaks Python; this module turns each of its errors into one
 line that names the wire path (camelCase, `[i]` for list items) and the rule, and raises them
-together as one `InvalidResource` so the caller never sees a traceback.
+together as one `InvalidResource`: whatever the document holds, the caller never sees a traceback.
+
+Two entry points per kind: `parse_*` for what users write (unknown fields are errors) and
+`read_*` for objects read back from the API server (unknown fields, from a newer CRD, ignored).
 """
 
 from __future__ import annotations
 
-import json
 from collections.abc import Mapping
 from typing import Any, TypeVar
 
-from noctaya.core.api.base import GROUP_VERSION
+from noctaya.core.api.base import GROUP_VERSION, READ_BACK
 from noctaya.core.api.inferenceruntime import InferenceRuntime
-from noctaya.core.api.llmservice import LLMService
+from noctaya.core.api.json_shape import field_path, quote, shape_problems
+from noctaya.core.api.llmservice import LLMService, LLMServiceStatus
 from noctaya.core.api.rules import RULE_ERROR_TYPE
 from noctaya.core.errors import NoctayaError
 from pydantic import BaseModel, ValidationError
 from pydantic_core import ErrorDetails
 
 _Resource = TypeVar("_Resource", bound=BaseModel)
+_PROBLEMS_SHOWN = 20
 
 
 class InvalidResource(NoctayaError):
     """A manifest that breaks the API contract; `problems` holds one `path: rule` line each."""
 
     def __init__(self, kind: str, problems: list[str]) -> None:
-        super().__init__("InvalidSpec", f"invalid {kind}: " + "; ".join(problems))
+        shown = "; ".join(problems[:_PROBLEMS_SHOWN])
+        if len(problems) > _PROBLEMS_SHOWN:
+            shown += f"; and {len(problems) - _PROBLEMS_SHOWN} more"
+        super().__init__("InvalidSpec", f"invalid {kind}: {shown}")
         self.kind = kind
         self.problems = problems
 
 
 def parse_llmservice(manifest: Mapping[str, Any]) -> LLMService:
     """Validate a whole LLMService manifest, or just its spec (a mapping without `spec`)."""
-    return _parse(LLMService, "LLMService", manifest)
+    return _parse(LLMService, "LLMService", manifest, context=None)
 
 
 def parse_inferenceruntime(manifest: Mapping[str, Any]) -> InferenceRuntime:
     """Validate a whole InferenceRuntime manifest, or just its spec (a mapping without `spec`)."""
-    return _parse(InferenceRuntime, "InferenceRuntime", manifest)
+    return _parse(InferenceRuntime, "InferenceRuntime", manifest, context=None)
 
 
-def _parse(model: type[_Resource], kind: str, manifest: Mapping[str, Any]) -> _Resource:
+def read_llmservice(obj: Mapping[str, Any]) -> LLMService:
+    """Decode an LLMService the API server returned, ignoring fields this version does not know."""
+    return _parse(LLMService, "LLMService", obj, context=READ_BACK)
+
+
+def read_inferenceruntime(obj: Mapping[str, Any]) -> InferenceRuntime:
+    """Decode an InferenceRuntime the API server returned, ignoring fields unknown here."""
+    return _parse(InferenceRuntime, "InferenceRuntime", obj, context=READ_BACK)
+
+
+def read_llmservice_status(status: Mapping[str, Any]) -> LLMServiceStatus:
+    """Decode a live LLMService `.status` (unknown fields ignored); errors name `status.<field>`."""
+    if not isinstance(status, Mapping):
+        raise InvalidResource("LLMService", [f"status: must be an object, got {quote(status)}"])
+    document = {"status": dict(status)}
+    problems = shape_problems(document)
+    if problems:
+        raise InvalidResource("LLMService", problems)
+    try:
+        return LLMServiceStatus.model_validate(document["status"], context=READ_BACK)
+    except ValidationError as error:
+        raise InvalidResource(
+            "LLMService", [describe(detail, ("status",)) for detail in error.errors()]
+        ) from None
+
+
+def _parse(
+    model: type[_Resource], kind: str, manifest: Mapping[str, Any], *, context: str | None
+) -> _Resource:
     if not isinstance(manifest, Mapping):
         raise InvalidResource(kind, [f"expected a mapping, got {type(manifest).__name__}"])
     document = dict(manifest) if "spec" in manifest else {"spec": dict(manifest)}
-    problems = _header_problems(kind, document)
+    problems = _header_problems(kind, document) + shape_problems(document)
     if problems:
         raise InvalidResource(kind, problems)
     try:
-        return model.model_validate(document)
+        return model.model_validate(document, context=context)
     except ValidationError as error:
         raise InvalidResource(kind, [describe(detail) for detail in error.errors()]) from None
 
 
 def _header_problems(kind: str, document: Mapping[str, Any]) -> list[str]:
     problems = []
-    if document.get("apiVersion", GROUP_VERSION) != GROUP_VERSION:
-        problems.append(f'apiVersion: must be "{GROUP_VERSION}", got "{document["apiVersion"]}"')
-    if document.get("kind", kind) != kind:
-        problems.append(f'kind: must be "{kind}", got "{document["kind"]}"')
+    for field, expected in (("apiVersion", GROUP_VERSION), ("kind", kind)):
+        value = document.get(field, expected)
+        if not (isinstance(value, str) and value == expected):
+            problems.append(f'{field}: must be "{expected}", got {quote(value)}')
     return problems
 
 
-def field_path(loc: tuple[int | str, ...]) -> str:
-    """`("spec", "container", "env", 0, "name")` → `spec.container.env[0].name`."""
-    path = ""
-    for part in loc:
-        if isinstance(part, int):
-            path += f"[{part}]"
-        else:
-            path += f".{part}" if path else part
-    return path
-
-
-def describe(detail: ErrorDetails) -> str:
+def describe(detail: ErrorDetails, prefix: tuple[str, ...] = ()) -> str:
     """One error as `path: rule`, in Kubernetes-like words where pydantic's are Python-flavoured."""
-    path = field_path(detail["loc"]) or "(root)"
+    path = field_path((*prefix, *detail["loc"])) or "(root)"
     return f"{path}: {_rule_text(detail)}"
 
 
@@ -126,5 +150,5 @@ def _rule_text(detail: ErrorDetails) -> str:
     else:
         text = detail["msg"]
     if kind in _QUOTES_INPUT:
-        return f"Invalid value {json.dumps(detail['input'], default=str)}: {text}"
+        return f"Invalid value {quote(detail['input'])}: {text}"
     return text
