@@ -11,6 +11,7 @@ import textwrap
 import threading
 import time
 from collections.abc import Callable
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
@@ -22,8 +23,9 @@ from noctaya.k8s.runtime import (
     LeadershipLost,
     Manager,
     ManagerOptions,
-    ResourceResolver,
 )
+from support.control_plane import stalled_apiserver
+from support.envtest import ControlPlane
 
 from .conftest import StartManager
 from .runtime_harness import FAST, WAIT, Reconciles, RunningManager, config_map, wait_until
@@ -33,6 +35,7 @@ pytestmark = pytest.mark.integration
 LEASE = "6d7012cb.noctaya.io"
 # Shortened timings; the order lease > renew deadline > 1.2 * retry is what matters.
 LEASE_SECONDS, RENEW_DEADLINE, RETRY = 2.0, 1.5, 0.2
+WAIT_AFTER_EXPIRY = 3.0  # how long a stalled server is kept stopped after the lease expired
 
 
 def election(namespace: str, identity: str, **overrides: Any) -> LeaderElectionConfig:
@@ -159,9 +162,8 @@ def test_a_leader_that_cannot_renew_stops_reconciling_within_the_renew_deadline(
 def test_without_release_a_standby_waits_for_the_lease_to_expire(
     api_client: k8s_client.ApiClient, namespace: str
 ) -> None:
-    resolver = ResourceResolver(api_client)
     stop_first = threading.Event()
-    first = LeaderElector(resolver, election(namespace, "crashed", release_on_cancel=False))
+    first = LeaderElector(api_client, election(namespace, "crashed", release_on_cancel=False))
     first_thread = threading.Thread(target=first.run, args=(stop_first,))
     first_thread.start()
     wait_until(lambda: first.is_leader)
@@ -171,7 +173,7 @@ def test_without_release_a_standby_waits_for_the_lease_to_expire(
     stopped_at = time.monotonic()
 
     stop_second = threading.Event()
-    second = LeaderElector(resolver, election(namespace, "standby"))
+    second = LeaderElector(api_client, election(namespace, "standby"))
     second_thread = threading.Thread(target=second.run, args=(stop_second,))
     second_thread.start()
     try:
@@ -182,6 +184,49 @@ def test_without_release_a_standby_waits_for_the_lease_to_expire(
         second_thread.join(WAIT)
     assert second.release() is True
     assert LEASE_SECONDS <= waited < LEASE_SECONDS + RENEW_DEADLINE + 1.0, f"{waited:.2f}s"
+
+
+def test_a_leader_whose_api_server_stalls_gives_up_before_its_lease_could_expire(
+    api_client: k8s_client.ApiClient,
+    control_plane: ControlPlane,
+    coordination: k8s_client.CoordinationV1Api,
+    namespace: str,
+) -> None:
+    """The renew deadline holds while requests hang: no second leader can start meanwhile."""
+    config = election(
+        namespace, "stalled", lease_duration=4.0, renew_deadline=2.0, retry_period=0.4
+    )
+    lost_at: list[float] = []
+    lost = threading.Event()
+
+    def on_lost() -> None:
+        lost_at.append(time.monotonic())
+        lost.set()
+
+    stop = threading.Event()
+    elector = LeaderElector(api_client, config, on_lost_leadership=on_lost)
+    thread = threading.Thread(target=elector.run, args=(stop,))
+    thread.start()
+    try:
+        wait_until(lambda: elector.is_leader)
+        renewed = _renewed_at(coordination, namespace)
+        # Any later renewal only moves the real expiry later: this bound is conservative.
+        expires_at = time.monotonic() - (datetime.now(UTC) - renewed).total_seconds()
+        expires_at += config.lease_duration_seconds
+        with stalled_apiserver(control_plane):
+            lost.wait(config.lease_duration + WAIT_AFTER_EXPIRY)
+    finally:
+        stop.set()
+        thread.join(WAIT)
+    assert lost_at, "the leader kept leading while the API server did not answer"
+    assert lost_at[0] < expires_at, f"gave up {lost_at[0] - expires_at:.2f}s after expiry"
+    assert not elector.is_leader
+
+
+def _renewed_at(coordination: k8s_client.CoordinationV1Api, namespace: str) -> datetime:
+    renew_time = holder(coordination, namespace).renew_time
+    assert isinstance(renew_time, datetime)
+    return renew_time
 
 
 def test_sigterm_shuts_the_operator_down_gracefully_and_releases_the_lease(

@@ -8,6 +8,7 @@ skipping.
 
 from __future__ import annotations
 
+import contextlib
 import os
 import re
 import secrets
@@ -129,6 +130,17 @@ def _required(locate: Callable[[], _Found]) -> _Found:
                 f"{missing}. CI=true: integration tests fail instead of skipping.", pytrace=False
             )
         pytest.skip(str(missing))
+
+
+@contextlib.contextmanager
+def stalled_apiserver(plane: ControlPlane) -> Iterator[None]:
+    """kube-apiserver stopped (SIGSTOP) inside the block: it accepts connections, answers none."""
+    pid = plane.process_ids()["kube-apiserver"]
+    os.kill(pid, signal.SIGSTOP)
+    try:
+        yield
+    finally:
+        os.kill(pid, signal.SIGCONT)
 
 
 def _dns_label(text: str, limit: int) -> str:

@@ -11,10 +11,16 @@ not matter). The leader renews every `retry_period`; when no renewal succeeded f
 `renew_deadline` it gives up, which is shorter than the lease duration so that it stops before
 anyone else may start. Writes carry the resourceVersion that was read, so two candidates never
 both win.
+
+The renew deadline is a hard bound, not a check made after a call returns: every attempt runs
+against one deadline, each request gets what is left of it as its socket timeout, and the
+elector talks over a connection of its own without transport retries (a retried timeout would
+restart its clock). The Lease resource is discovered once; renewals never touch discovery.
 """
 
 from __future__ import annotations
 
+import copy
 import logging
 import math
 import random
@@ -27,6 +33,7 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import Any
 
+from kubernetes.client import ApiClient
 from kubernetes.client.exceptions import ApiException
 
 from .resources import (
@@ -35,6 +42,7 @@ from .resources import (
     api_status,
     describe_error,
     read_json,
+    remaining,
 )
 
 log = logging.getLogger(__name__)
@@ -89,14 +97,15 @@ class LeaderElector:
 
     def __init__(
         self,
-        resolver: ResourceResolver,
+        api_client: ApiClient,
         config: LeaderElectionConfig,
         on_started_leading: Callable[[], None] = lambda: None,
         on_lost_leadership: Callable[[], None] = lambda: None,
         clock: Callable[[], float] = time.monotonic,
     ) -> None:
         self.config = config
-        self._resolver = resolver
+        self._resolver = ResourceResolver(_client_without_retries(api_client))
+        self._lease_kind: Any = None  # the Lease's DynamicClient resource, once discovered
         self._on_started_leading = on_started_leading
         self._on_lost_leadership = on_lost_leadership
         self._clock = clock
@@ -120,12 +129,15 @@ class LeaderElector:
         self._leading.set()
         log.info("%s acquired lease %s/%s", self.identity, self.config.namespace, self.config.name)
         self._on_started_leading()
-        last_renewed = self._clock()
-        while not stop.wait(self.config.retry_period):
-            remaining = self.config.renew_deadline - (self._clock() - last_renewed)
-            if self._try_acquire_or_renew(timeout=max(remaining, 0.05)):
-                last_renewed = self._clock()
-            elif self._clock() - last_renewed >= self.config.renew_deadline:
+        renewed = self._clock()
+        while True:
+            deadline = renewed + self.config.renew_deadline
+            pause = min(self.config.retry_period, deadline - self._clock())
+            if stop.wait(max(pause, 0.0)):
+                return
+            if self._try_acquire_or_renew(deadline):
+                renewed = self._clock()
+            elif self._clock() >= deadline:
                 self._leading.clear()
                 log.error(
                     "%s lost lease %s/%s: not renewed within %.1fs",
@@ -146,8 +158,9 @@ class LeaderElector:
         if not self._leading.is_set() or not self.config.release_on_cancel:
             return False
         self._leading.clear()
+        deadline = self._clock() + self.config.renew_deadline
         try:
-            lease = self._read(timeout=self.config.renew_deadline)
+            lease = self._read(deadline)
             if lease is None or _spec(lease).get("holderIdentity") != self.identity:
                 return False
             now = _micro_time()
@@ -158,36 +171,37 @@ class LeaderElector:
                 "acquireTime": now,
                 "renewTime": now,
             }
-            self._lease_resource().replace(
+            self._lease_resource(deadline).replace(
                 body={**lease, "spec": spec},
                 namespace=self.config.namespace,
                 serialize=False,
-                _request_timeout=self.config.renew_deadline,
+                _request_timeout=self._remaining(deadline, "releasing the lease"),
             )
         except Exception as error:
-            log.warning("%s could not release its lease: %s", self.identity, error)
+            log.warning("%s could not release its lease: %s", self.identity, describe_error(error))
             return False
         log.info("%s released lease %s/%s", self.identity, self.config.namespace, self.config.name)
         return True
 
     def _acquire(self, stop: threading.Event) -> bool:
         while not stop.is_set():
-            if self._try_acquire_or_renew(timeout=self.config.renew_deadline):
+            if self._try_acquire_or_renew(self._clock() + self.config.renew_deadline):
                 return True
             stop.wait(self.config.retry_period * random.uniform(1.0, JITTER_FACTOR))
         return False
 
-    def _try_acquire_or_renew(self, timeout: float) -> bool:
+    def _try_acquire_or_renew(self, deadline: float) -> bool:
         try:
-            return self._acquire_or_renew_once(timeout)
+            return self._acquire_or_renew_once(deadline)
         except Exception as error:
             log.info("%s could not update its lease: %s", self.identity, describe_error(error))
             return False
 
-    def _acquire_or_renew_once(self, timeout: float) -> bool:
+    def _acquire_or_renew_once(self, deadline: float) -> bool:
+        """One read and one write, both within `deadline` (on the elector's clock)."""
         now = _micro_time()
-        lease = self._read(timeout)
-        resource = self._lease_resource()
+        lease = self._read(deadline)
+        resource = self._lease_resource(deadline)
         if lease is None:
             body = {
                 "apiVersion": LEASE_KIND.api_version,
@@ -199,7 +213,7 @@ class LeaderElector:
                 body=body,
                 namespace=self.config.namespace,
                 serialize=False,
-                _request_timeout=timeout,
+                _request_timeout=self._remaining(deadline, "creating the lease"),
             )
             self._observe(read_json(created))
             return True
@@ -217,7 +231,7 @@ class LeaderElector:
             body={**lease, "spec": new_spec},
             namespace=self.config.namespace,
             serialize=False,
-            _request_timeout=timeout,
+            _request_timeout=self._remaining(deadline, "updating the lease"),
         )
         self._observe(read_json(replaced))
         return True
@@ -241,13 +255,13 @@ class LeaderElector:
     def _observed_still_valid(self) -> bool:
         return self._observed_at + self._observed_duration > self._clock()
 
-    def _read(self, timeout: float) -> dict[str, Any] | None:
+    def _read(self, deadline: float) -> dict[str, Any] | None:
         try:
-            response = self._lease_resource().get(
+            response = self._lease_resource(deadline).get(
                 name=self.config.name,
                 namespace=self.config.namespace,
                 serialize=False,
-                _request_timeout=timeout,
+                _request_timeout=self._remaining(deadline, "reading the lease"),
             )
         except ApiException as error:
             if api_status(error) == HTTP_NOT_FOUND:
@@ -255,8 +269,27 @@ class LeaderElector:
             raise
         return read_json(response)
 
-    def _lease_resource(self) -> Any:
-        return self._resolver.resolve(LEASE_KIND)
+    def _lease_resource(self, deadline: float) -> Any:
+        if self._lease_kind is None:
+            timeout = self._remaining(deadline, "discovering the Lease resource")
+            self._lease_kind = self._resolver.resolve(LEASE_KIND, timeout=timeout)
+        return self._lease_kind
+
+    def _remaining(self, deadline: float, what: str) -> float:
+        return remaining(deadline, what, self._clock)
+
+
+def _client_without_retries(api_client: ApiClient) -> ApiClient:
+    """A client like `api_client` on its own connections, with no transport retries.
+
+    urllib3 retries a timed-out request with the whole timeout again, which would stretch one
+    renewal past the renew deadline; a failed attempt is retried by the elector instead. Own
+    connections (controller-runtime also gives leader election a client of its own) keep the
+    renewals out of the queue for a pool busy with watches.
+    """
+    configuration = copy.deepcopy(api_client.configuration)
+    configuration.retries = False
+    return ApiClient(configuration)
 
 
 def _spec(lease: dict[str, Any]) -> dict[str, Any]:

@@ -93,7 +93,7 @@ class Manager:
         self._elector: LeaderElector | None = None
         if self.options.leader_election is not None:
             self._elector = LeaderElector(
-                self.resolver,
+                self.api_client,
                 self.options.leader_election,
                 on_started_leading=self._on_started_leading,
                 on_lost_leadership=self._on_lost_leadership,

@@ -6,6 +6,10 @@ unreachable. Discovery mutates shared caches, including a file in the temp direc
 lookup in the process goes through one lock. A miss makes the DynamicClient rediscover every
 API group, so a kind found missing is reported missing without asking again for a while: a
 cluster without KEDA would otherwise pay a full discovery on every reconcile.
+
+Every lookup has a deadline covering both the wait for the lock and the discovery requests
+(each gets what is left as its timeout): a stalled API server must not hold the lock, and every
+thread queued behind it, for as long as the TCP connection lives.
 """
 
 from __future__ import annotations
@@ -13,7 +17,9 @@ from __future__ import annotations
 import json
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from contextvars import ContextVar
 from dataclasses import dataclass
 from typing import Any
 
@@ -24,10 +30,40 @@ from kubernetes.dynamic.exceptions import ResourceNotFoundError
 
 _DISCOVERY_LOCK = threading.Lock()
 NOT_SERVED_TTL = 10.0
+DISCOVERY_TIMEOUT = 32.0  # client-go's discovery client timeout
+# The deadline of the discovery running on this thread; None outside the resolver's lock.
+_DISCOVERY_DEADLINE: ContextVar[float | None] = ContextVar("discovery_deadline", default=None)
 
 
 class KindNotServed(Exception):
     """The API server does not serve this kind (yet): its CRD is missing or not established."""
+
+
+class DeadlineExceeded(TimeoutError):
+    """An API call (or the discovery before it) ran out of its time budget."""
+
+
+def remaining(
+    deadline: float, what: str, clock: Callable[[], float] = time.monotonic
+) -> float:
+    """Seconds left until `deadline` on `clock`; raises DeadlineExceeded once none are left."""
+    left = deadline - clock()
+    if left <= 0:
+        raise DeadlineExceeded(f"no time left for {what}")
+    return left
+
+
+class _DeadlineDynamicClient(DynamicClient):
+    """A DynamicClient whose own discovery requests time out at the resolver's deadline.
+
+    Other threads' requests through the same client are untouched: the deadline is per thread.
+    """
+
+    def request(self, method: str, path: str, body: Any = None, **params: Any) -> Any:
+        deadline = _DISCOVERY_DEADLINE.get()
+        if deadline is not None and "_request_timeout" not in params:
+            params["_request_timeout"] = remaining(deadline, f"discovery ({method} {path})")
+        return super().request(method, path, body, **params)
 
 
 @dataclass(frozen=True)
@@ -60,18 +96,20 @@ class ResourceResolver:
     def api_client(self) -> ApiClient:
         return self._api_client
 
-    def dynamic_client(self) -> DynamicClient:
+    def dynamic_client(self, timeout: float = DISCOVERY_TIMEOUT) -> DynamicClient:
         """The DynamicClient (built now if needed: raises while the server is unreachable)."""
-        with _DISCOVERY_LOCK:
+        with self._discovering(time.monotonic() + timeout, "the API client"):
             return self._dynamic_locked()
 
-    def resolve(self, kind: ResourceKind) -> Any:
+    def resolve(self, kind: ResourceKind, timeout: float = DISCOVERY_TIMEOUT) -> Any:
         """The DynamicClient `Resource` for `kind`; raises KindNotServed if the server lacks it.
 
         After a miss, the same kind is reported missing for `not_served_ttl` seconds unasked.
+        Raises DeadlineExceeded (or the transport's timeout) when `timeout` seconds do not
+        suffice for the lock and the discovery requests together.
         """
         missing = f"the API server does not serve {kind}"
-        with _DISCOVERY_LOCK:
+        with self._discovering(time.monotonic() + timeout, f"discovery of {kind}"):
             if self._clock() < self._not_served_until.get(kind, 0.0):
                 raise KindNotServed(missing)
             dynamic = self._dynamic_locked()
@@ -81,9 +119,21 @@ class ResourceResolver:
                 self._not_served_until[kind] = self._clock() + self._not_served_ttl
                 raise KindNotServed(missing) from error
 
+    @contextmanager
+    def _discovering(self, deadline: float, what: str) -> Iterator[None]:
+        """Hold the discovery lock, with `deadline` on this thread's discovery requests."""
+        if not _DISCOVERY_LOCK.acquire(timeout=remaining(deadline, what)):
+            raise DeadlineExceeded(f"{what}: another discovery held the lock until the deadline")
+        token = _DISCOVERY_DEADLINE.set(deadline)
+        try:
+            yield
+        finally:
+            _DISCOVERY_DEADLINE.reset(token)
+            _DISCOVERY_LOCK.release()
+
     def _dynamic_locked(self) -> DynamicClient:
         if self._dynamic is None:
-            self._dynamic = DynamicClient(self._api_client)  # type: ignore[no-untyped-call]
+            self._dynamic = _DeadlineDynamicClient(self._api_client)  # type: ignore[no-untyped-call]
         return self._dynamic
 
 
