@@ -3,18 +3,27 @@
 from __future__ import annotations
 
 import copy
+import resource
 import subprocess
 import sys
+import time
 from pathlib import Path
 from typing import Any
 
 import pytest
+import yaml
+from noctaya.core.api import LLMService
 from noctaya.gateway.local.cli import main
+from noctaya.gateway.local.errors import LocalConfigError
+from noctaya.gateway.local.manifest import validate_document
 
 from .support import runtime_doc, service_doc, write_manifest
 
 PORT = 18999
 """Never bound: every case here is rejected before anything starts."""
+MEMORY_CAP = 512 << 20
+"""Address space for a `noctaya-local` run that must refuse its file cheaply (it needs ~70 MiB)."""
+COMMAND_DEADLINE = 60.0
 
 
 def run(tmp_path: Path, capsys: pytest.CaptureFixture[str], *docs: dict[str, Any]) -> str:
@@ -166,16 +175,163 @@ def test_vendor_selection_follows_the_operator_rules(
     assert "spec.runtime.selector: no InferenceRuntime matches vendors [ascend]" in error
 
 
-def test_the_command_line_exits_2_with_one_line_and_no_traceback(tmp_path: Path) -> None:
-    manifest = write_manifest(tmp_path / "svc.yaml", runtime_doc(PORT, command=None), service_doc())
+def run_command(manifest: Path) -> tuple[str, float]:
+    """`noctaya-local manifest` as a process capped at MEMORY_CAP: its one line and its run time;
+    it must exit 2 without a traceback."""
+    started = time.monotonic()
     result = subprocess.run(
         [sys.executable, "-m", "noctaya.gateway.local", str(manifest)],
         capture_output=True,
         text=True,
-        timeout=60,
+        timeout=COMMAND_DEADLINE,
         check=False,
+        preexec_fn=lambda: resource.setrlimit(resource.RLIMIT_AS, (MEMORY_CAP, MEMORY_CAP)),
     )
-    assert result.returncode == 2
-    assert result.stderr.count("\n") == 1
-    assert "serving.noctaya.io/local-command" in result.stderr
-    assert "Traceback" not in result.stderr
+    elapsed = time.monotonic() - started
+    assert "Traceback" not in result.stderr, result.stderr[-2000:]
+    assert result.returncode == 2, result.stderr[-2000:]
+    assert result.stderr.count("\n") == 1, result.stderr[-2000:]
+    assert result.stdout == ""
+    return result.stderr, elapsed
+
+
+def test_the_command_line_exits_2_with_one_line_and_no_traceback(tmp_path: Path) -> None:
+    manifest = write_manifest(tmp_path / "svc.yaml", runtime_doc(PORT, command=None), service_doc())
+    error, _ = run_command(manifest)
+    assert "serving.noctaya.io/local-command" in error
+
+
+def laughs(levels: int = 9) -> str:
+    """A ~1 KB "billion laughs" mapping: each anchored list holds nine aliases of the one before."""
+    lines = ['  l0: &l0 ["lol", "lol", "lol", "lol", "lol", "lol", "lol", "lol", "lol"]']
+    for level in range(1, levels + 1):
+        aliases = ", ".join([f"*l{level - 1}"] * 9)
+        lines.append(f"  l{level}: &l{level} [{aliases}]")
+    return "\n".join(lines) + "\n"
+
+
+def test_an_alias_bomb_is_refused_at_once_in_bounded_memory(tmp_path: Path) -> None:
+    manifest = tmp_path / "bomb.yaml"
+    service = yaml.safe_dump(service_doc(), sort_keys=False)
+    manifest.write_text(f"{service}bomb:\n{laughs()}", encoding="utf-8")
+    assert manifest.stat().st_size < 1024
+    error, elapsed = run_command(manifest)
+    assert "invalid YAML: &l0 (line 20, column 7): anchors and aliases are not supported" in error
+    assert elapsed < COMMAND_DEADLINE / 2
+
+
+def test_a_file_over_one_mib_is_refused_with_the_limit(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    manifest = write_manifest(tmp_path / "svc.yaml", runtime_doc(PORT), service_doc())
+    with manifest.open("a", encoding="utf-8") as file:
+        file.write("# padding\n" * (1 << 17))
+    assert main([str(manifest)]) == 2
+    error = capsys.readouterr().err
+    assert error.count("\n") == 1
+    assert "larger than 1048576 bytes (1 MiB), the most local mode reads" in error
+
+
+@pytest.mark.parametrize(
+    ("text", "expected"),
+    [
+        ("[" * 100 + "]" * 100, "nested deeper than 64 levels (line 1, column 65)"),
+        ("[" * 20_000 + "]" * 20_000, "nest"),
+        ("a:\n" + "".join(" " * n + "- \n" for n in range(1, 100)), "nested deeper than 64"),
+        ("target: " + "1" * 5000, "Exceeds the limit (4300 digits) for integer string conversion"),
+        ("created: 2001-13-45", "month must be in 1..12 (line 1, column 10)"),
+        ('name: "\\ud800"', "found invalid Unicode character escape code"),
+    ],
+    ids=[
+        "deep-flow",
+        "deeper-flow",
+        "deep-block",
+        "huge-integer",
+        "impossible-date",
+        "lone-surrogate",
+    ],
+)
+def test_yaml_python_cannot_build_is_an_error_with_its_place(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], text: str, expected: str
+) -> None:
+    manifest = tmp_path / "svc.yaml"
+    manifest.write_text(text, encoding="utf-8")
+    assert main([str(manifest)]) == 2
+    error = capsys.readouterr().err
+    assert error.count("\n") == 1
+    assert f"{manifest}: invalid YAML: " in error
+    assert expected in error
+
+
+def test_a_megabyte_service_name_is_refused_naming_the_field(tmp_path: Path) -> None:
+    service = service_doc()
+    service["metadata"]["name"] = "a" * 1_000_000
+    error, _ = run_command(write_manifest(tmp_path / "svc.yaml", runtime_doc(PORT), service))
+    assert (
+        "document 2: LLMService metadata.name: Invalid value: "
+        f'"{"a" * 64}"... (1000000 characters): must be no more than 63 characters'
+    ) in error
+    assert len(error) < 500
+
+
+@pytest.mark.parametrize(
+    ("kind", "name", "expected"),
+    [
+        ("LLMService", "a" * 64, "must be no more than 63 characters"),
+        ("LLMService", "my.svc", "a lowercase RFC 1123 label must consist of"),
+        ("LLMService", "Svc", "a lowercase RFC 1123 label must consist of"),
+        ("InferenceRuntime", "r" * 254, "must be no more than 253 characters"),
+        ("InferenceRuntime", "vllm_0.8", "a lowercase RFC 1123 subdomain must consist of"),
+        ("InferenceRuntime", "-vllm", "a lowercase RFC 1123 subdomain must consist of"),
+    ],
+)
+def test_names_follow_the_cluster_rules(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], kind: str, name: str, expected: str
+) -> None:
+    runtime, service = runtime_doc(PORT), service_doc()
+    document = service if kind == "LLMService" else runtime
+    document["metadata"]["name"] = name
+    error = run(tmp_path, capsys, runtime, service)
+    assert f"{kind} metadata.name: Invalid value: " in error
+    assert expected in error
+
+
+def test_names_the_cluster_accepts_are_served(tmp_path: Path) -> None:
+    service = validate_document(service_doc(runtime="vllm-0.8.nvidia"), "svc.yaml: document 1")
+    assert isinstance(service, LLMService)
+    long_label = {**service_doc(), "metadata": {"name": "s" * 63, "namespace": "team-a"}}
+    assert validate_document(long_label, "svc.yaml: document 1").metadata.name == "s" * 63
+    runtime = {**runtime_doc(PORT), "metadata": {"name": "vllm-0.8.nvidia"}}
+    assert validate_document(runtime, "svc.yaml: document 2").metadata.name == "vllm-0.8.nvidia"
+
+
+@pytest.mark.parametrize(
+    ("header", "expected"),
+    [
+        ({"apiVersion": ["serving.noctaya.io/v1alpha1"]}, "apiVersion: must be"),
+        ({"apiVersion": {"group": 1}}, "apiVersion: must be"),
+        ({"kind": ["LLMService"]}, "kind: Unsupported value \"['LLMService']\""),
+        ({"kind": 7}, 'kind: Unsupported value "7"'),
+        ({"kind": "x" * 100_000}, 'kind: Unsupported value "xxxx'),
+        ({"metadata": {"name": 5}}, "metadata.name"),
+        ({"metadata": ["svc"]}, "metadata"),
+    ],
+)
+def test_header_fields_of_the_wrong_type_are_named(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], header: dict[str, Any], expected: str
+) -> None:
+    error = run(tmp_path, capsys, runtime_doc(PORT), {**service_doc(), **header})
+    assert "document 2: " in error
+    assert expected in error
+    assert len(error) < 1000
+
+
+def test_whatever_the_core_raises_for_a_document_becomes_one_message() -> None:
+    service = service_doc()
+    service["spec"]["scaling"]["target"] = 10**5000  # no YAML file can hold it; a dict can
+    with pytest.raises(LocalConfigError) as raised:
+        validate_document(service, "svc.yaml: document 1")
+    message = str(raised.value)
+    assert message.startswith("svc.yaml: document 1: invalid LLMService: ")
+    assert "\n" not in message
+    assert len(message) < 2100

@@ -16,7 +16,8 @@ from pathlib import Path
 
 from noctaya.core.values.listen_address import parse_listen_address
 from noctaya.gateway.local.command import LOCAL_COMMAND_ANNOTATION
-from noctaya.gateway.local.manifest import LocalConfigError, load_manifest
+from noctaya.gateway.local.errors import LocalConfigError
+from noctaya.gateway.local.manifest import load_manifest
 from noctaya.gateway.local.plan import plan_local
 from noctaya.gateway.local.runner import LocalRunError, run_local
 

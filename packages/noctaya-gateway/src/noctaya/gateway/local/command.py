@@ -19,7 +19,7 @@ import sysconfig
 
 from noctaya.core.api import InferenceRuntime
 from noctaya.core.values.go_text import go_quote
-from noctaya.gateway.local.manifest import LocalConfigError
+from noctaya.gateway.local.errors import LocalConfigError
 
 LOCAL_COMMAND_ANNOTATION = "serving.noctaya.io/local-command"
 

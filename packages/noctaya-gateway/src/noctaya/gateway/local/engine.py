@@ -88,4 +88,3 @@ class EngineReplica:
         self.process = None
         log.info(log_lines.ENGINE_STOPPED, process.pid, describe_exit(code))
         return True
-

@@ -3,16 +3,19 @@
 A local file is what `kubectl apply -f` would take: a multi-document YAML with one LLMService and
 the InferenceRuntime(s) it may run on. Runtime choice is the operator's (pinned name, or vendor
 order then priority), so a file that works locally selects the same runtime on a cluster.
+
+Whatever a document holds, the outcome is a manifest or a LocalConfigError naming the document
+and field: the core's validation error is expected, and anything else it raises on hostile
+input is reported the same way instead of ending local mode in a traceback.
 """
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
-import yaml
 from noctaya.core.api import (
     InferenceRuntime,
     InvalidResource,
@@ -23,12 +26,14 @@ from noctaya.core.api import (
 from noctaya.core.errors import NoctayaError
 from noctaya.core.runtime_selection import RuntimeCandidate, select_runtime
 from noctaya.core.values.go_text import go_list, go_quote
+from noctaya.gateway.local.errors import LocalConfigError
+from noctaya.gateway.local.names import dns_label_problem, dns_subdomain_problem, shown
+from noctaya.gateway.local.yaml_documents import parse_documents, read_documents
 
 LLMSERVICE, INFERENCERUNTIME = "LLMService", "InferenceRuntime"
-
-
-class LocalConfigError(ValueError):
-    """Input local mode cannot serve; the message names the file, document or field at fault."""
+MESSAGE_MAX = 2000
+"""Characters of an unexpected error's text kept in its one-line message."""
+_Resource = TypeVar("_Resource", LLMService, InferenceRuntime)
 
 
 @dataclass(frozen=True, slots=True)
@@ -39,62 +44,83 @@ class LocalManifest:
 
 def load_manifest(path: Path) -> LocalManifest:
     """Read `path`, validate every document through the API models and select the runtime."""
-    try:
-        text = path.read_text(encoding="utf-8")
-    except (OSError, UnicodeDecodeError) as error:
-        raise LocalConfigError(f"read {path}: {error}") from None
-    return parse_manifest(text, source=str(path))
+    return _manifest(read_documents(path), str(path))
 
 
 def parse_manifest(text: str, *, source: str) -> LocalManifest:
+    return _manifest(parse_documents(text, source=source), source)
+
+
+def _manifest(documents: Sequence[Mapping[str, Any]], source: str) -> LocalManifest:
     services: list[LLMService] = []
     runtimes: list[InferenceRuntime] = []
-    for index, document in enumerate(_documents(text, source), start=1):
-        where = f"{source}: document {index}"
-        kind = document.get("kind")
-        try:
-            if kind == LLMSERVICE:
-                services.append(parse_llmservice(document))
-            elif kind == INFERENCERUNTIME:
-                runtimes.append(parse_inferenceruntime(document))
-            elif kind is None:
-                raise LocalConfigError(
-                    f"{where}: kind: Required value ({LLMSERVICE} or {INFERENCERUNTIME})"
-                )
-            else:
-                raise LocalConfigError(
-                    f"{where}: kind: Unsupported value {go_quote(str(kind))}: "
-                    f"local mode reads only {LLMSERVICE} and {INFERENCERUNTIME}"
-                )
-        except InvalidResource as error:
-            raise LocalConfigError(f"{where}: {error.message}") from None
+    for index, document in enumerate(documents, start=1):
+        item = validate_document(document, f"{source}: document {index}")
+        if isinstance(item, LLMService):
+            services.append(item)
+        else:
+            runtimes.append(item)
     service = _single_service(services, source)
-    for kind, named in ((LLMSERVICE, services), (INFERENCERUNTIME, runtimes)):
-        for item in named:
-            if not item.metadata.name:
-                raise LocalConfigError(f"{source}: {kind} metadata.name: Required value")
     return LocalManifest(service, _select(service, runtimes, source))
 
 
-def _documents(text: str, source: str) -> list[Mapping[str, Any]]:
+def validate_document(document: Mapping[str, Any], where: str) -> LLMService | InferenceRuntime:
+    """One document as the API model its `kind` names, with its name checked as the cluster does;
+    `where` (file and document) starts every error message."""
+    kind = document.get("kind")
+    if kind == LLMSERVICE:
+        service = _parse(parse_llmservice, LLMSERVICE, document, where)
+        _check_name(service, LLMSERVICE, dns_label_problem, where)
+        return service
+    if kind == INFERENCERUNTIME:
+        runtime = _parse(parse_inferenceruntime, INFERENCERUNTIME, document, where)
+        _check_name(runtime, INFERENCERUNTIME, dns_subdomain_problem, where)
+        return runtime
+    if kind is None:
+        raise LocalConfigError(
+            f"{where}: kind: Required value ({LLMSERVICE} or {INFERENCERUNTIME})"
+        )
+    raise LocalConfigError(
+        f"{where}: kind: Unsupported value {shown(str(kind))}: "
+        f"local mode reads only {LLMSERVICE} and {INFERENCERUNTIME}"
+    )
+
+
+def _parse(
+    parse: Callable[[Mapping[str, Any]], _Resource],
+    kind: str,
+    document: Mapping[str, Any],
+    where: str,
+) -> _Resource:
     try:
-        loaded = [document for document in yaml.safe_load_all(text) if document is not None]
-    except yaml.YAMLError as error:
-        raise LocalConfigError(f"{source}: invalid YAML: {_yaml_problem(error)}") from None
-    for index, document in enumerate(loaded, start=1):
-        if not isinstance(document, Mapping):
-            raise LocalConfigError(
-                f"{source}: document {index}: expected a mapping, got {type(document).__name__}"
-            )
-    return loaded
+        return parse(document)
+    except InvalidResource as error:
+        raise LocalConfigError(f"{where}: {error.message}") from None
+    except Exception as error:  # hostile input must never end in a traceback
+        raise LocalConfigError(f"{where}: invalid {kind}: {_one_line(error)}") from None
 
 
-def _yaml_problem(error: yaml.YAMLError) -> str:
-    mark = getattr(error, "problem_mark", None)
-    problem = getattr(error, "problem", None) or str(error)
-    if mark is None:
-        return str(problem)
-    return f"{problem} (line {mark.line + 1}, column {mark.column + 1})"
+def _check_name(
+    item: LLMService | InferenceRuntime,
+    kind: str,
+    problem: Callable[[str], str | None],
+    where: str,
+) -> None:
+    name = item.metadata.name
+    if not name:
+        raise LocalConfigError(f"{where}: {kind} metadata.name: Required value")
+    if reason := problem(name):
+        raise LocalConfigError(f"{where}: {kind} metadata.name: {reason}")
+    namespace = item.metadata.namespace
+    if namespace is not None and (reason := dns_label_problem(namespace)):
+        raise LocalConfigError(f"{where}: {kind} metadata.namespace: {reason}")
+
+
+def _one_line(error: Exception) -> str:
+    text = " ".join(str(error).split()) or type(error).__name__
+    if len(text) > MESSAGE_MAX:
+        return f"{text[:MESSAGE_MAX]}... ({len(text)} characters)"
+    return text
 
 
 def _single_service(services: Sequence[LLMService], source: str) -> LLMService:
@@ -124,9 +150,9 @@ def _select(
             )
         return runtime
     selector = selection.selector
-    vendors = [vendor.value for vendor in (selector.vendor or [])] if selector else []
+    vendors = [str(vendor) for vendor in (selector.vendor or [])] if selector else []
     candidates = [
-        RuntimeCandidate(name, runtime.spec.vendor.value, runtime.spec.priority)
+        RuntimeCandidate(name, str(runtime.spec.vendor), runtime.spec.priority)
         for name, runtime in by_name.items()
     ]
     try:

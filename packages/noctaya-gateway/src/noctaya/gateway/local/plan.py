@@ -29,7 +29,8 @@ from noctaya.core.plan.gateway import GatewayPlan, plan_gateway
 from noctaya.core.templating import TemplateContext, render_args, render_env_values
 from noctaya.core.values.go_text import go_quote
 from noctaya.gateway.local.command import local_command
-from noctaya.gateway.local.manifest import LocalConfigError, LocalManifest
+from noctaya.gateway.local.errors import LocalConfigError
+from noctaya.gateway.local.manifest import LocalManifest
 
 LOOPBACK = "127.0.0.1"
 DEFAULT_NAMESPACE = "default"
