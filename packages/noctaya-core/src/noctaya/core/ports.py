@@ -35,14 +35,18 @@ class VendorAdapter(Protocol):
 
 
 class ModelFetcher(Protocol):
-    """Downloads a model (Hugging Face, ModelScope, OCI) for the prewarm Job and the local mode.
+    """Delivers a model (Hugging Face, ModelScope, OCI) into a cache, for the prewarm Job and
+    the local mode.
 
-    The caller owns the destination: it hands over a fresh `.partial` directory and promotes
-    it atomically afterwards, so a fetcher never leaves a half-written model visible.
+    The fetcher owns the whole delivery, `.partial` included: only it knows what its library
+    can resume from a half-written `.partial` and where in the cache the engine will look. It
+    verifies, promotes atomically and writes the readiness marker last, so a reader waiting
+    for the marker never sees a half-written model; with the marker present it touches no
+    network.
     """
 
-    def fetch(self, uri: str, destination: Path) -> None:
-        """Write the model named by `uri` into `destination`; raise on any failure."""
+    def fetch(self, uri: str, cache: Path) -> Path:
+        """Deliver the model `uri` names under `cache`; return the directory an engine loads."""
         ...
 
 

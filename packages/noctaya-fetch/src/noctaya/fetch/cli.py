@@ -1,0 +1,154 @@
+"""`noctaya-fetch <uri> --cache DIR`: the prewarm / OCI staging Job's command.
+
+Progress goes to stderr (a line every few seconds for `kubectl logs`, a live bar on a
+terminal), then one summary line; the model's local directory goes to stdout. The exit code
+tells a Job controller whether another try can help.
+"""
+
+from __future__ import annotations
+
+import argparse
+import logging
+import os
+import sys
+import time
+from collections.abc import Sequence
+from decimal import Decimal
+from pathlib import Path
+
+EXIT_PERMANENT = 2
+"""Retrying cannot help: bad URI, not found, not allowed, wrong bytes, unsafe artifact."""
+EXIT_TRANSIENT = 75
+"""EX_TEMPFAIL: the network or the server failed after every retry; try again later."""
+EXIT_INTERNAL = 70
+"""EX_SOFTWARE: a failure the fetcher does not know how to classify."""
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    # The hub clients' own tqdm bars would garble the log; tqdm reads TQDM_* when it is
+    # imported, so the fetchers are imported only after this.
+    os.environ.setdefault("TQDM_DISABLE", "1")
+    from noctaya.fetch.errors import FetchError
+    from noctaya.fetch.progress import (
+        Progress,
+        ProgressReporter,
+        format_bytes,
+        format_duration,
+    )
+    from noctaya.fetch.retry import RetryPolicy
+    from noctaya.fetch.sources import FetchOptions, fetcher_for
+
+    arguments = _parser().parse_args(argv)
+    _configure_logging()
+    progress = Progress()
+    options = FetchOptions(
+        retry=RetryPolicy(attempts=arguments.attempts),
+        progress=progress,
+        registry_config=arguments.registry_config,
+        plain_http=arguments.plain_http,
+        size_cap=arguments.size_cap,
+        concurrency=arguments.concurrency,
+    )
+    uri: str = arguments.uri
+    live = sys.stderr.isatty()
+    reporter = ProgressReporter(
+        progress, uri, sys.stderr, interval=arguments.progress_interval, live=live
+    )
+    started = time.monotonic()
+    try:
+        fetcher = fetcher_for(uri, options)
+        with reporter:
+            path = fetcher.fetch(uri, arguments.cache)
+    except FetchError as error:
+        print(f"noctaya-fetch: {error}", file=sys.stderr)
+        return EXIT_TRANSIENT if error.transient else EXIT_PERMANENT
+    except OSError as error:
+        print(f"noctaya-fetch: {uri}: {error}", file=sys.stderr)
+        return EXIT_TRANSIENT
+    elapsed = time.monotonic() - started
+    fetched = progress.done() - progress.resumed
+    if progress.total is None:
+        print(f"noctaya-fetch: {uri}: already complete at {path}", file=sys.stderr)
+    else:
+        rate = format_bytes(fetched / max(elapsed, 1e-6))
+        print(
+            f"noctaya-fetch: {uri}: fetched {format_bytes(fetched)} in "
+            f"{format_duration(elapsed)} ({rate}/s); ready at {path}",
+            file=sys.stderr,
+        )
+    print(path)
+    return 0
+
+
+def _parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        prog="noctaya-fetch",
+        description="Download a model into a cache directory: verified, resumable, promoted "
+        "atomically, with a readiness marker written last.",
+    )
+    parser.add_argument("uri", help="hf://, huggingface://, modelscope:// or oci://…@sha256:…")
+    parser.add_argument("--cache", type=Path, required=True, help="the cache directory (/cache)")
+    parser.add_argument(
+        "--registry-config",
+        type=Path,
+        help="dockerconfigjson with the OCI registry's credentials (a mounted Secret)",
+    )
+    parser.add_argument(
+        "--plain-http", action="store_true", help="talk to the OCI registry over plain HTTP"
+    )
+    parser.add_argument(
+        "--size-cap",
+        type=_quantity,
+        default="200Gi",
+        help="largest OCI artifact accepted, as a Kubernetes quantity (default 200Gi)",
+    )
+    parser.add_argument(
+        "--concurrency", type=_positive, default=4, help="OCI blobs downloaded at once"
+    )
+    parser.add_argument(
+        "--attempts", type=_positive, default=6, help="tries per download, the first included"
+    )
+    parser.add_argument(
+        "--progress-interval",
+        type=float,
+        default=5.0,
+        help="seconds between progress lines when stderr is not a terminal",
+    )
+    return parser
+
+
+def _quantity(text: str) -> int:
+    from noctaya.core.values import Quantity
+
+    try:
+        value = Quantity.parse(text).value
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a quantity such as 50Gi") from None
+    if value <= 0 or value != value.to_integral_value():
+        raise argparse.ArgumentTypeError(f"{text!r} must be a positive whole number of bytes")
+    return int(Decimal(value))
+
+
+def _positive(text: str) -> int:
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a whole number") from None
+    if value < 1:
+        raise argparse.ArgumentTypeError(f"{text!r} must be at least 1")
+    return value
+
+
+def _configure_logging() -> None:
+    handler = logging.StreamHandler(sys.stderr)
+    handler.setFormatter(logging.Formatter("noctaya-fetch: %(message)s"))
+    fetch_log = logging.getLogger("noctaya.fetch")
+    fetch_log.addHandler(handler)
+    fetch_log.setLevel(logging.INFO)
+    fetch_log.propagate = False
+    for noisy in ("modelscope", "modelscope_hub", "huggingface_hub", "oras"):
+        logging.getLogger(noisy).setLevel(logging.WARNING)
+
+
+if __name__ == "__main__":
+    sys.exit(main())

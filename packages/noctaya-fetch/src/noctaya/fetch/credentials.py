@@ -1,0 +1,54 @@
+"""Where secrets come from: the environment or a mounted file, and never into a log line.
+
+A hub token is `HF_TOKEN` / `MODELSCOPE_API_TOKEN`, or the file its `<NAME>_FILE` variable
+names (a Secret mounted read-only). Registry credentials are a dockerconfigjson file, passed to
+the registry client by path, so they never travel in arguments, logs or status.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from pathlib import Path
+
+from noctaya.fetch.errors import PermanentFetchError
+
+HF_TOKEN = "HF_TOKEN"
+MODELSCOPE_TOKEN = "MODELSCOPE_API_TOKEN"
+
+
+def hub_token(variable: str, source: str) -> str | None:
+    """The token from `variable`, else from the file `<variable>_FILE` names; None if neither."""
+    value = os.environ.get(variable, "").strip()
+    if value:
+        return value
+    file_variable = f"{variable}_FILE"
+    file_name = os.environ.get(file_variable, "").strip()
+    if not file_name:
+        return None
+    try:
+        value = Path(file_name).read_text(encoding="utf-8").strip()
+    except OSError as error:
+        raise PermanentFetchError(
+            source, f"{file_variable}: cannot read {file_name}: {error.strerror}"
+        ) from None
+    if not value:
+        raise PermanentFetchError(source, f"{file_variable}: {file_name} is empty")
+    return value
+
+
+def check_registry_config(path: Path, source: str) -> Path:
+    """A readable dockerconfigjson with an `auths` object; errors name the file, not its content."""
+    try:
+        document = json.loads(path.read_text(encoding="utf-8"))
+    except OSError as error:
+        raise PermanentFetchError(
+            source, f"registry config {path}: cannot read: {error.strerror}"
+        ) from None
+    except ValueError:
+        raise PermanentFetchError(source, f"registry config {path}: not valid JSON") from None
+    if not isinstance(document, dict) or not isinstance(document.get("auths", {}), dict):
+        raise PermanentFetchError(
+            source, f"registry config {path}: expected a dockerconfigjson with an auths object"
+        )
+    return path

@@ -1,0 +1,116 @@
+"""`modelscope://` delivery through the modelscope client, into the layout it reuses.
+
+The client downloads into `<model dir>.partial/` (resuming its `.incomplete` files with HTTP
+ranges) and checks each file's SHA-256 against the hub's listing; this fetcher then checks that
+every listed file arrived with its listed size before the directory is renamed into place.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+from modelscope.hub.api import HubApi  # type: ignore[import-untyped]
+from modelscope.hub.errors import (  # type: ignore[import-untyped]
+    APIError,
+    FileIntegrityError,
+    InvalidParameter,
+    NetworkError,
+    NotExistError,
+)
+from modelscope.hub.snapshot_download import (  # type: ignore[import-untyped]
+    snapshot_download,
+)
+from noctaya.core.model_source import SourceKind
+from noctaya.fetch.credentials import MODELSCOPE_TOKEN, hub_token
+from noctaya.fetch.errors import FetchError, PermanentFetchError, TransientFetchError, http_failure
+from noctaya.fetch.hub import HubSteps, causes, connection_failure, deliver, resolve_hub_model
+from noctaya.fetch.layout import modelscope_destination
+from noctaya.fetch.progress import Progress
+from noctaya.fetch.retry import RetryPolicy
+
+_REVISION = "master"
+
+
+class ModelScopeFetcher:
+    """A `ModelFetcher` for `modelscope://`; the endpoint defaults to `MODELSCOPE_ENDPOINT`."""
+
+    def __init__(
+        self,
+        *,
+        retry: RetryPolicy | None = None,
+        progress: Progress | None = None,
+        endpoint: str | None = None,
+    ) -> None:
+        self._retry = retry or RetryPolicy()
+        self._progress = progress or Progress()
+        self._endpoint = endpoint
+
+    def fetch(self, uri: str, cache: Path) -> Path:
+        model = resolve_hub_model(uri, SourceKind.MODELSCOPE)
+        destination = modelscope_destination(model, cache)
+        token = hub_token(MODELSCOPE_TOKEN, uri)
+        listing: dict[str, int] = {}
+
+        def measure(partial: Path) -> int | None:
+            try:
+                files: list[dict[str, Any]] = HubApi(
+                    endpoint=self._endpoint, token=token
+                ).get_model_files(model.path, revision=_REVISION, recursive=True)
+            except Exception as error:
+                raise _classify(uri, error) from None
+            listing.clear()
+            listing.update({str(entry["Path"]): int(entry["Size"]) for entry in files})
+            return sum(listing.values())
+
+        def download(partial: Path) -> None:
+            try:
+                snapshot_download(
+                    model.path,
+                    revision=_REVISION,
+                    local_dir=str(partial),
+                    token=token,
+                    endpoint=self._endpoint,
+                )
+            except Exception as error:
+                raise _classify(uri, error) from None
+
+        def verify(tree: Path) -> None:
+            for name, size in listing.items():
+                path = tree / name
+                if not path.is_file() or path.is_symlink():
+                    raise PermanentFetchError(uri, f"{name} is missing after the download")
+                if path.stat().st_size != size:
+                    raise PermanentFetchError(
+                        uri, f"{name} has {path.stat().st_size} bytes, the hub lists {size}"
+                    )
+
+        steps = HubSteps(
+            measure=measure, download=download, tree=lambda partial: partial, verify=verify
+        )
+        deliver(destination, steps, retry=self._retry, progress=self._progress)
+        return destination
+
+
+def _classify(uri: str, error: Exception) -> FetchError:
+    for link in causes(error):
+        if isinstance(link, FileIntegrityError):
+            return PermanentFetchError(uri, f"digest mismatch: {link}")
+        if isinstance(link, NotExistError):
+            return PermanentFetchError(uri, "model not found (or private without a valid token)")
+        if isinstance(link, InvalidParameter):
+            return PermanentFetchError(uri, f"invalid request: {link}")
+        if isinstance(link, APIError) and link.status_code is not None:
+            retry_after = getattr(link, "retry_after", None)
+            return http_failure(
+                uri,
+                link.status_code,
+                "download",
+                None if retry_after is None else str(retry_after),
+            )
+        if isinstance(link, NetworkError):
+            return TransientFetchError(uri, f"connection failed: {type(link).__name__}")
+    transient = connection_failure(uri, error)
+    if transient is not None:
+        return transient
+    return PermanentFetchError(uri, f"download failed: {type(error).__name__}: {error}")

@@ -1,0 +1,85 @@
+"""Atomic promotion: a model appears in the cache complete, with its marker, or not at all.
+
+Every fetcher writes into `<destination>.partial`, verifies it, renames it into place with one
+`os.replace`, and writes the marker last; backends wait for the marker, so a crash at any
+point leaves either no marker or a complete tree with its marker.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+from pathlib import Path
+
+from noctaya.core.model_source import READY_MARKER
+
+
+def marker_of(destination: Path) -> Path:
+    return destination / READY_MARKER
+
+
+def is_complete(destination: Path) -> bool:
+    """The marker is a regular file, as the backend's wait-for-prewarm check requires."""
+    return marker_of(destination).is_file()
+
+
+def partial_of(destination: Path) -> Path:
+    return destination.with_name(destination.name + ".partial")
+
+
+def remove(path: Path) -> None:
+    """Remove a file, link or directory tree, if present; a link is never followed."""
+    if path.is_symlink() or path.is_file():
+        path.unlink()
+    elif path.exists():
+        shutil.rmtree(path)
+
+
+def fresh_directory(path: Path) -> Path:
+    remove(path)
+    path.mkdir(parents=True)
+    return path
+
+
+def promote(tree: Path, destination: Path) -> None:
+    """Make `tree` the destination and mark it complete; `tree` must be on the same filesystem.
+
+    A destination left from an unfinished earlier attempt (no marker) is swapped aside first,
+    because a rename cannot replace a non-empty directory.
+    """
+    _sync_tree(tree)
+    destination.parent.mkdir(parents=True, exist_ok=True)
+    stale = destination.with_name(destination.name + ".stale")
+    remove(stale)
+    if destination.is_symlink() or destination.exists():
+        os.replace(destination, stale)
+    os.replace(tree, destination)
+    remove(stale)
+    _sync_directory(destination.parent)
+    marker = marker_of(destination)
+    with marker.open("wb") as handle:
+        os.fsync(handle.fileno())
+    _sync_directory(destination)
+
+
+def _sync_tree(tree: Path) -> None:
+    """Flush the bytes before the rename, so a node crash cannot promote unwritten data."""
+    for root, _, files in os.walk(tree):
+        for name in files:
+            path = os.path.join(root, name)
+            if os.path.islink(path):
+                continue
+            descriptor = os.open(path, os.O_RDONLY)
+            try:
+                os.fsync(descriptor)
+            finally:
+                os.close(descriptor)
+        _sync_directory(Path(root))
+
+
+def _sync_directory(directory: Path) -> None:
+    descriptor = os.open(directory, os.O_RDONLY | os.O_DIRECTORY)
+    try:
+        os.fsync(descriptor)
+    finally:
+        os.close(descriptor)

@@ -1,0 +1,50 @@
+"""Which fetcher serves a model URI."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from noctaya.core.errors import NoctayaError
+from noctaya.core.model_source import SourceKind, resolve_model
+from noctaya.core.ports import ModelFetcher
+from noctaya.fetch.errors import PermanentFetchError
+from noctaya.fetch.huggingface import HuggingFaceFetcher
+from noctaya.fetch.modelscope import ModelScopeFetcher
+from noctaya.fetch.oci import DEFAULT_CONCURRENCY, DEFAULT_SIZE_CAP, OciFetcher
+from noctaya.fetch.progress import Progress
+from noctaya.fetch.retry import RetryPolicy
+
+
+@dataclass(frozen=True)
+class FetchOptions:
+    retry: RetryPolicy = field(default_factory=RetryPolicy)
+    progress: Progress = field(default_factory=Progress)
+    registry_config: Path | None = None
+    plain_http: bool = False
+    size_cap: int = DEFAULT_SIZE_CAP
+    concurrency: int = DEFAULT_CONCURRENCY
+
+
+def fetcher_for(uri: str, options: FetchOptions) -> ModelFetcher:
+    """The fetcher for `uri`'s scheme; `pvc://` and unknown schemes are permanent errors."""
+    try:
+        kind = resolve_model(uri).kind
+    except NoctayaError as error:
+        raise PermanentFetchError(uri, error.message) from None
+    if kind is SourceKind.HF:
+        return HuggingFaceFetcher(retry=options.retry, progress=options.progress)
+    if kind is SourceKind.MODELSCOPE:
+        return ModelScopeFetcher(retry=options.retry, progress=options.progress)
+    if kind is SourceKind.OCI:
+        return OciFetcher(
+            retry=options.retry,
+            progress=options.progress,
+            registry_config=options.registry_config,
+            plain_http=options.plain_http,
+            size_cap=options.size_cap,
+            concurrency=options.concurrency,
+        )
+    raise PermanentFetchError(
+        uri, "pvc:// sources are mounted read-only; there is nothing to fetch"
+    )
