@@ -20,6 +20,9 @@ pytestmark = pytest.mark.integration
 OCI_URI = "oci://registry.example/models/qwen@sha256:" + "a" * 64
 TLS_AUTH_REF = {"name": "scaler-client-tls"}
 STABILIZATION = "scaleDownStabilization must be a whole number of seconds from 0s to 1h"
+NEGATIVE = "must be greater than or equal to 0"
+PROBE_PORT = "must be a port number from 1 to 65535 or a name"
+DNS_LABEL = "^[a-z0-9]([-a-z0-9]*[a-z0-9])?$"
 BOTH_TLS_FIELDS = "serverSecretName and authenticationRef.name are both required when tls is set"
 
 
@@ -166,6 +169,72 @@ def _runtime(changes: dict[str, Any]) -> Manifest:
             "^[a-z0-9]([-a-z0-9]*[a-z0-9])?$",
             id="port-name-not-a-dns-label",
         ),
+        pytest.param(
+            _service({"resources": {"cpu": "-500m"}}),
+            "spec.resources.cpu",
+            NEGATIVE,
+            id="negative-cpu",
+        ),
+        pytest.param(
+            _service({"resources": {"memory": -1}}),
+            "spec.resources.memory",
+            NEGATIVE,
+            id="negative-memory-as-integer",
+        ),
+        pytest.param(
+            _service({"cache": {"size": "-50Gi"}}),
+            "spec.cache.size",
+            NEGATIVE,
+            id="negative-cache-size",
+        ),
+        pytest.param(
+            _service({"endpoint": {"resources": {"limits": {"memory": "-1e3"}}}}),
+            "spec.endpoint.resources.limits.memory",
+            NEGATIVE,
+            id="negative-gateway-memory-limit",
+        ),
+        pytest.param(
+            _service({"runtime": {"name": None, "selector": {"vendor": ["Example_GPU"]}}}),
+            "spec.runtime.selector.vendor[0]",
+            DNS_LABEL,
+            id="selector-vendor-not-a-dns-label",
+        ),
+        pytest.param(
+            _runtime({"vendor": "-example"}),
+            "spec.vendor",
+            DNS_LABEL,
+            id="vendor-not-a-dns-label",
+        ),
+        pytest.param(
+            _runtime({"health": {"startup": {"periodSeconds": -10}}}),
+            "spec.health.startup.periodSeconds",
+            "should be greater than or equal to 0",
+            id="negative-probe-period",
+        ),
+        pytest.param(
+            _runtime({"health": {"readiness": {"failureThreshold": -1}}}),
+            "spec.health.readiness.failureThreshold",
+            "should be greater than or equal to 0",
+            id="negative-failure-threshold",
+        ),
+        pytest.param(
+            _runtime({"health": {"startup": {"httpGet": {"port": 0}}}}),
+            "spec.health.startup.httpGet.port",
+            PROBE_PORT,
+            id="probe-port-zero",
+        ),
+        pytest.param(
+            _runtime({"health": {"liveness": {"tcpSocket": {"port": 65536}}}}),
+            "spec.health.liveness.tcpSocket.port",
+            PROBE_PORT,
+            id="probe-port-above-65535",
+        ),
+        pytest.param(
+            _runtime({"health": {"startup": {"grpc": {"port": 70000}}}}),
+            "spec.health.startup.grpc.port",
+            "should be less than or equal to 65535",
+            id="grpc-probe-port-above-65535",
+        ),
     ],
 )
 def test_violating_manifest_is_rejected_at_admission_naming_field_and_rule(
@@ -254,6 +323,43 @@ def test_violating_manifest_is_rejected_at_admission_naming_field_and_rule(
             ["container", "port", "name"],
             "a-fifteen-chars",
             id="port-name-of-15",
+        ),
+        pytest.param(
+            _service({"resources": {"cpu": "0", "memory": 0}, "cache": {"size": "-0"}}),
+            ["resources", "cpu"],
+            "0",
+            id="zero-quantities",
+        ),
+        pytest.param(
+            _service({"endpoint": {"resources": {"requests": {"cpu": "100m"}}}}),
+            ["endpoint", "resources", "requests", "cpu"],
+            "100m",
+            id="positive-gateway-cpu",
+        ),
+        pytest.param(
+            _service({"runtime": {"name": None, "selector": {"vendor": ["example", "nvidia"]}}}),
+            ["runtime", "selector", "vendor"],
+            ["example", "nvidia"],
+            id="selector-names-a-plugin-vendor",
+        ),
+        pytest.param(
+            _runtime({"vendor": "example"}),
+            ["vendor"],
+            "example",
+            id="runtime-names-a-plugin-vendor",
+        ),
+        pytest.param(
+            _runtime(
+                {
+                    "health": {
+                        "startup": {"httpGet": {"port": "http"}, "periodSeconds": 0},
+                        "liveness": {"tcpSocket": {"port": 65535}, "failureThreshold": 1},
+                    }
+                }
+            ),
+            ["health", "liveness", "tcpSocket", "port"],
+            65535,
+            id="probe-ports-by-name-and-at-the-bound",
         ),
     ],
 )

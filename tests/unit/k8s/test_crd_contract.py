@@ -26,7 +26,7 @@ NON_NEGATIVE_QUANTITY = {
     "x-kubernetes-validations": [
         {
             "rule": "type(self) == int ? self >= 0 : "
-            "!self.startsWith('-') || quantity(self).sign() == 0",
+            "!self.startsWith('-') || !quantity(self).isLessThan(quantity('0'))",
             "message": "must be greater than or equal to 0",
         }
     ],

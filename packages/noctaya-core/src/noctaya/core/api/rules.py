@@ -109,7 +109,8 @@ SCHEDULER_QUEUE_NEEDS_VOLCANO = Rule(
 # both rules cost a constant amount whatever the string's length, so no maxLength is needed.
 QUANTITY_NON_NEGATIVE = Rule(
     "must be greater than or equal to 0",
-    "type(self) == int ? self >= 0 : !self.startsWith('-') || quantity(self).sign() == 0",
+    "type(self) == int ? self >= 0"
+    " : !self.startsWith('-') || !quantity(self).isLessThan(quantity('0'))",
 )
 PORT_NUMBER_OR_NAME = Rule(
     "must be a port number from 1 to 65535 or a name",
