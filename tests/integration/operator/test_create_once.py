@@ -1,5 +1,5 @@
-"""Create-once objects (§1.7): a changed cache request or a stranger's object fails loudly, and a
-failed prewarm Job stops the service (§1.3 step 7).
+"""Create-once objects: a changed cache request or a stranger's object fails loudly, an unchanged
+one hashed by another implementation is adopted, and a failed prewarm Job stops the service.
 """
 
 from __future__ import annotations
@@ -8,6 +8,7 @@ from collections.abc import Callable
 
 import pytest
 from kubernetes import client as k8s_client
+from noctaya.core.create_once import CREATE_ONCE_HASH_ANNOTATION, create_once_hash
 from noctaya.k8s.reconciler import LLMServiceReconciler
 from support.custom_resources import CustomResources, Manifest
 from support.manifests import inference_runtime, llmservice
@@ -18,6 +19,11 @@ from .failures import after_autoscaling, reconcile_failure
 pytestmark = pytest.mark.integration
 
 LLMSERVICES = "serving.noctaya.io/v1alpha1"
+PVC = ("v1", "PersistentVolumeClaim")
+JOB = ("batch/v1", "Job")
+# What the operator a cluster switches from stamps: a hash of its own encoding of the same spec.
+FOREIGN_HASH = create_once_hash({"encoded": "by another implementation"})
+HASHED_BY = pytest.mark.parametrize("foreign", [False, True], ids=["noctaya", "another-operator"])
 
 
 def edit_spec(api_client: k8s_client.ApiClient, namespace: str, name: str, spec: Manifest) -> int:
@@ -26,6 +32,64 @@ def edit_spec(api_client: k8s_client.ApiClient, namespace: str, name: str, spec:
     return int(patched["metadata"]["generation"])
 
 
+def hashed_by_another_operator(
+    api_client: k8s_client.ApiClient, namespace: str, *objects: tuple[str, str, str]
+) -> None:
+    """Stamp the foreign hash on create-once objects, as if another operator had created them."""
+    annotations = {"annotations": {CREATE_ONCE_HASH_ANNOTATION: FOREIGN_HASH}}
+    for api_version, kind, name in objects:
+        patch(api_client, api_version, kind, namespace, name, {"metadata": annotations})
+
+
+def create_once_hash_of(
+    api_client: k8s_client.ApiClient, obj: tuple[str, str, str], ns: str
+) -> str:
+    live = read(api_client, *obj[:2], ns, obj[2])
+    return str(live["metadata"]["annotations"][CREATE_ONCE_HASH_ANNOTATION])
+
+
+OCI_SOURCE = {
+    "uri": f"oci://registry.example.com/models/qwen3@sha256:{'0123456789abcdef' * 4}",
+    "secretRef": {"name": "registry-creds"},
+}
+
+
+@pytest.mark.parametrize(
+    "changes",
+    [
+        {"cache": {"size": "1.5Gi", "prewarm": True}},
+        {"model": {"source": OCI_SOURCE}, "cache": {"strategy": "SharedPVC", "prewarm": True}},
+    ],
+    ids=["prewarm", "oci-staging"],
+)
+def test_unchanged_cache_objects_hashed_by_another_operator_are_adopted(
+    api_client: k8s_client.ApiClient,
+    resources: CustomResources,
+    namespace: str,
+    runtime_name: str,
+    reconciler: LLMServiceReconciler,
+    status_of: Callable[[str, str], Manifest],
+    changes: Manifest,
+) -> None:
+    """Taking over from another operator: the PVC and Job it created for the same request keep
+    serving, carry our hash from then on, and the rest of the stack is applied again."""
+    resources.create(inference_runtime(runtime_name))
+    resources.create(llmservice("moved", {"runtime": {"name": runtime_name}, **changes}), namespace)
+    reconciler.reconcile((namespace, "moved"))
+    cache_objects = [(*PVC, "moved-cache"), (*JOB, "moved-prewarm")]
+    ours = {obj: create_once_hash_of(api_client, obj, namespace) for obj in cache_objects}
+    hashed_by_another_operator(api_client, namespace, *cache_objects)
+    k8s_client.AppsV1Api(api_client).delete_namespaced_deployment("moved", namespace)
+
+    reconciler.reconcile((namespace, "moved"))
+
+    assert {obj: create_once_hash_of(api_client, obj, namespace) for obj in cache_objects} == ours
+    status = status_of("moved", namespace)
+    assert condition_values(status)["Degraded"][:2] == ("False", "Inactive")
+    assert read(api_client, "apps/v1", "Deployment", namespace, "moved") is not None
+
+
+@HASHED_BY
 def test_changed_cache_size_fails_on_the_immutable_pvc_until_it_is_deleted(
     api_client: k8s_client.ApiClient,
     resources: CustomResources,
@@ -33,11 +97,14 @@ def test_changed_cache_size_fails_on_the_immutable_pvc_until_it_is_deleted(
     runtime_name: str,
     reconciler: LLMServiceReconciler,
     status_of: Callable[[str, str], Manifest],
+    foreign: bool,
 ) -> None:
     resources.create(inference_runtime(runtime_name))
     changes = {"runtime": {"name": runtime_name}, "cache": {"size": "20Gi"}}
     resources.create(llmservice("cached", changes), namespace)
     reconciler.reconcile((namespace, "cached"))
+    if foreign:
+        hashed_by_another_operator(api_client, namespace, (*PVC, "cached-cache"))
     generation = edit_spec(api_client, namespace, "cached", {"cache": {"size": "30Gi"}})
 
     error = reconcile_failure(reconciler, namespace, "cached")
@@ -68,6 +135,7 @@ def test_changed_cache_size_fails_on_the_immutable_pvc_until_it_is_deleted(
     assert condition_values(status_of("cached", namespace))["Degraded"][:2] == ("False", "Inactive")
 
 
+@HASHED_BY
 def test_changed_model_fails_on_the_immutable_prewarm_job(
     api_client: k8s_client.ApiClient,
     resources: CustomResources,
@@ -75,11 +143,14 @@ def test_changed_model_fails_on_the_immutable_prewarm_job(
     runtime_name: str,
     reconciler: LLMServiceReconciler,
     status_of: Callable[[str, str], Manifest],
+    foreign: bool,
 ) -> None:
     resources.create(inference_runtime(runtime_name))
     changes = {"runtime": {"name": runtime_name}, "cache": {"prewarm": True}}
     resources.create(llmservice("warm", changes), namespace)
     reconciler.reconcile((namespace, "warm"))
+    if foreign:
+        hashed_by_another_operator(api_client, namespace, (*JOB, "warm-prewarm"))
     edit_spec(api_client, namespace, "warm", {"model": {"source": {"uri": "hf://Qwen/Qwen3-4B"}}})
 
     error = reconcile_failure(reconciler, namespace, "warm")

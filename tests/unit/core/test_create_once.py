@@ -1,6 +1,9 @@
-"""§1.7: create-once identity is a stable hash, and reuse is refused with the exact messages."""
+"""Create-once identity is a stable hash; an object hashed otherwise is compared by its spec;
+reuse is refused with the exact messages."""
 
 import hashlib
+import json
+from typing import Any
 
 import pytest
 from hypothesis import given
@@ -11,6 +14,7 @@ from noctaya.core.create_once import (
     create_once_hash,
     drift_error,
     not_controlled_error,
+    same_request,
 )
 from noctaya.core.errors import NoctayaError
 
@@ -41,8 +45,7 @@ def test_hash_is_sha256_of_sorted_compact_utf8_json() -> None:
 def test_hash_is_64_lowercase_hex_characters() -> None:
     digest = create_once_hash(PVC_SPEC)
     assert len(digest) == 64
-    assert digest == digest.lower()
-    int(digest, 16)
+    assert set(digest) <= set("0123456789abcdef")
 
 
 @given(st.dictionaries(keys, json_data, max_size=6))
@@ -84,8 +87,13 @@ def test_drift_message() -> None:
     )
 
 
-def existing(controlled: bool, desired: str | None, live: str | None) -> None:
-    check_existing(
+def existing(
+    controlled: bool,
+    desired: str | None,
+    live: str | None,
+    live_spec: dict[str, object] | None = None,
+) -> bool:
+    return check_existing(
         reason="ApplyCachePVC",
         namespace="team-a",
         name="qwen-cache",
@@ -93,15 +101,17 @@ def existing(controlled: bool, desired: str | None, live: str | None) -> None:
         controlled=controlled,
         desired_hash=desired,
         live_hash=live,
+        requested_spec=PVC_SPEC,
+        live_spec=live_spec,
     )
 
 
-def test_owned_object_with_the_same_hash_is_reused() -> None:
-    existing(controlled=True, desired="abc", live="abc")
+def test_owned_object_with_the_same_hash_is_reused_as_it_is() -> None:
+    assert existing(controlled=True, desired="abc", live="abc") is False
 
 
 def test_owned_object_without_a_desired_hash_is_reused_like_the_demand_secret() -> None:
-    existing(controlled=True, desired=None, live=None)
+    assert existing(controlled=True, desired=None, live="anything") is False
 
 
 def test_foreign_object_is_refused_before_its_hash_is_looked_at() -> None:
@@ -110,8 +120,111 @@ def test_foreign_object_is_refused_before_its_hash_is_looked_at() -> None:
 
 
 @pytest.mark.parametrize("live", ["def", None])
-def test_owned_object_with_another_or_no_hash_is_drift(live: str | None) -> None:
+def test_owned_object_with_another_or_no_hash_and_the_same_spec_is_adopted(
+    live: str | None,
+) -> None:
+    assert existing(controlled=True, desired="abc", live=live, live_spec=PVC_SPEC) is True
+
+
+@pytest.mark.parametrize("live", ["def", None])
+def test_owned_object_with_another_or_no_hash_and_another_spec_is_drift(live: str | None) -> None:
+    resized = {**PVC_SPEC, "resources": {"requests": {"storage": "60Gi"}}}
     with pytest.raises(NoctayaError) as caught:
-        existing(controlled=True, desired="abc", live=live)
+        existing(controlled=True, desired="abc", live=live, live_spec=resized)
     assert caught.value.reason == "ApplyCachePVC"
     assert caught.value.message.startswith("immutable resource team-a/qwen-cache differs")
+
+
+def test_another_hash_without_a_live_spec_to_compare_is_drift() -> None:
+    with pytest.raises(NoctayaError, match="differs from the requested cache configuration"):
+        existing(controlled=True, desired="abc", live="def", live_spec=None)
+
+
+# A PVC as the API server stores it: defaults beside the requested fields, the size respelled.
+STORED_PVC = {
+    "accessModes": ["ReadWriteOnce"],
+    "resources": {"requests": {"storage": "53687091200"}},
+    "storageClassName": "local-path",
+    "volumeMode": "Filesystem",
+}
+
+
+def test_a_stored_pvc_with_server_defaults_and_respelled_size_is_the_same_request() -> None:
+    assert same_request(STORED_PVC, PVC_SPEC)
+
+
+def test_a_cluster_default_storage_class_is_the_same_request_as_none() -> None:
+    requested = {k: v for k, v in PVC_SPEC.items() if k != "storageClassName"}
+    assert same_request(STORED_PVC, requested)
+
+
+@pytest.mark.parametrize(
+    "change",
+    [
+        {"resources": {"requests": {"storage": "60Gi"}}},
+        {"storageClassName": "fast-ssd"},
+        {"accessModes": ["ReadWriteMany"]},
+    ],
+    ids=["size", "storage-class", "strategy-access-mode"],
+)
+def test_a_changed_size_storage_class_or_access_is_another_request(
+    change: dict[str, object],
+) -> None:
+    assert not same_request(STORED_PVC, {**PVC_SPEC, **change})
+
+
+def prewarm_spec(uri: str, env: list[dict[str, str]]) -> dict[str, object]:
+    program = f'from huggingface_hub import snapshot_download; snapshot_download("{uri}")'
+    container = {
+        "name": "prewarm",
+        "image": "vllm/vllm-openai:v0.11.0",
+        "command": ["python3", "-c", program],
+        "env": env,
+        "volumeMounts": [{"name": "model-cache", "mountPath": "/cache"}],
+    }
+    pod = {
+        "restartPolicy": "OnFailure",
+        "automountServiceAccountToken": False,
+        "containers": [container],
+        "volumes": [{"name": "model-cache", "persistentVolumeClaim": {"claimName": "q-cache"}}],
+    }
+    return {"backoffLimit": 4, "template": {"metadata": {"labels": {"app": "q"}}, "spec": pod}}
+
+
+HF_ENV = [{"name": "HF_HOME", "value": "/cache/hf"}, {"name": "EMPTY", "value": ""}]
+
+
+def stored_job(spec: dict[str, object]) -> dict[str, Any]:
+    """The Job as the API server keeps what another implementation sent: its Go encoding
+    omitted empty values, the server added a selector, labels and pod defaults."""
+    stored: dict[str, Any] = json.loads(json.dumps(spec))
+    stored["selector"] = {"matchLabels": {"batch.kubernetes.io/controller-uid": "u"}}
+    stored["completions"] = 1
+    template = stored["template"]
+    template["metadata"]["labels"]["job-name"] = "q-prewarm"
+    template["spec"]["dnsPolicy"] = "ClusterFirst"
+    (container,) = template["spec"]["containers"]
+    container["env"] = [{"name": "HF_HOME", "value": "/cache/hf"}, {"name": "EMPTY"}]
+    container.update(resources={}, imagePullPolicy="IfNotPresent")
+    return stored
+
+
+def test_a_stored_job_with_server_defaults_and_omitted_empty_values_is_the_same_request() -> None:
+    requested = prewarm_spec("Qwen/Qwen3-8B", HF_ENV)
+    assert same_request(stored_job(requested), requested)
+
+
+@pytest.mark.parametrize(
+    "requested",
+    [
+        prewarm_spec("Qwen/Qwen3-4B", HF_ENV),
+        prewarm_spec("Qwen/Qwen3-8B", HF_ENV[:1]),
+        prewarm_spec("Qwen/Qwen3-8B", [*HF_ENV, {"name": "HF_HUB_OFFLINE", "value": "0"}]),
+    ],
+    ids=["source", "env-dropped", "env-added"],
+)
+def test_a_changed_source_or_prewarm_specification_is_another_request(
+    requested: dict[str, object],
+) -> None:
+    live = stored_job(prewarm_spec("Qwen/Qwen3-8B", HF_ENV))
+    assert not same_request(live, requested)

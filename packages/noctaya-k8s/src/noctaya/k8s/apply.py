@@ -154,16 +154,44 @@ class Applier:
                 live = ApiReader(self._resolver).get(kind, meta["namespace"], meta["name"])
         if live is None:  # deleted between create and get: the retry creates it
             raise NoctayaError(reason, f"resource {meta['namespace']}/{meta['name']} vanished")
-        check_existing(
+        desired_hash = _annotation(obj, CREATE_ONCE_HASH_ANNOTATION)
+        adopt = check_existing(
             reason=reason,
             namespace=meta["namespace"],
             name=meta["name"],
             service=owner["metadata"]["name"],
             controlled=controlled_by(live, owner["metadata"]["uid"]),
-            desired_hash=_annotation(obj, CREATE_ONCE_HASH_ANNOTATION),
+            desired_hash=desired_hash,
             live_hash=_annotation(live, CREATE_ONCE_HASH_ANNOTATION),
+            requested_spec=obj.get("spec"),
+            live_spec=live.get("spec"),
         )
+        if adopt and desired_hash is not None:
+            return self._stamp_create_once_hash(kind, live, desired_hash)
         return live
+
+    def _stamp_create_once_hash(
+        self, kind: ResourceKind, live: KubeObject, digest: str
+    ) -> KubeObject:
+        """Adopt an equivalent object hashed by another implementation: from now on our hash
+        decides. The resourceVersion precondition makes the stamp apply only to the spec that
+        was compared; a conflict is retried like any failed step.
+        """
+        meta = live["metadata"]
+        client, resource = self._api(kind)
+        patched = client.patch(
+            resource,
+            name=meta["name"],
+            namespace=meta["namespace"],
+            body={
+                "metadata": {
+                    "resourceVersion": meta["resourceVersion"],
+                    "annotations": {CREATE_ONCE_HASH_ANNOTATION: digest},
+                }
+            },
+            content_type="application/merge-patch+json",
+        )
+        return dict(patched.to_dict())
 
     def delete_if_controlled(
         self, kind: ResourceKind, namespace: str, name: str, owner_uid: str

@@ -1,5 +1,5 @@
-"""Create-once cache objects (reference §1.6.8–§1.6.9): the cache PVC and the prewarm / OCI
-staging Job. Both carry the hash of their rendered spec, so a changed request is detected.
+"""Create-once cache objects: the cache PVC and the prewarm / OCI staging Job. Both carry the
+hash of their rendered spec, so a changed request is detected.
 """
 
 from __future__ import annotations
