@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 from collections.abc import Awaitable, Callable, Mapping
 
 import grpc
@@ -112,3 +113,51 @@ async def test_get_metrics_for_another_metric_is_rejected(
 async def test_target_value_accepts_go_float_syntax(keda: Keda, raw: str, target: float) -> None:
     reply = await keda.stub.GetMetricSpec(ref({"targetValue": raw, "metricName": ""}))
     assert [spec.targetSizeFloat for spec in reply.metricSpecs] == [target]
+
+
+LONG = 60_000  # within the 64 KiB request limit
+ECHOED = 128
+
+
+@pytest.mark.parametrize("rpc", RPCS.values(), ids=RPCS.keys())
+@pytest.mark.parametrize(
+    ("metadata", "message"),
+    [
+        (
+            {"targetValue": "x" * LONG},
+            f'targetValue "{"x" * ECHOED}"... must be a positive number',
+        ),
+        (
+            {"metricName": "m" * LONG, "targetValue": "1"},
+            f'unsupported metricName "{"m" * ECHOED}"...',
+        ),
+    ],
+    ids=["targetValue", "metricName"],
+)
+async def test_a_long_invalid_value_is_echoed_cut_short_so_the_message_reaches_keda(
+    keda: Keda, rpc: Rpc, metadata: Mapping[str, str], message: str
+) -> None:
+    """Echoed whole, the message would outgrow the client's trailer limit: KEDA would see
+    RESOURCE_EXHAUSTED instead of what is wrong with its ScaledObject."""
+    await expect_invalid(rpc(keda, metadata), message)
+
+
+async def test_get_metrics_for_a_long_metric_name_is_refused_with_the_name_cut_short(
+    keda: Keda,
+) -> None:
+    request = pb.GetMetricsRequest(scaledObjectRef=ref(), metricName="q" * LONG)
+    message = f'metricName "{"q" * ECHOED}"... does not match configured metric "pending"'
+    await expect_invalid(keda.stub.GetMetrics(request), message)
+
+
+@pytest.mark.parametrize(
+    "raw", ["0x" + "a" * LONG, "0x" + "a" * (LONG // 2) + "." + "a" * (LONG // 2)]
+)
+async def test_a_long_hexadecimal_target_value_is_refused_at_once(keda: Keda, raw: str) -> None:
+    """A hexadecimal mantissa without its exponent once cost time quadratic in its length
+    (tens of seconds of a blocked event loop for one request)."""
+    loop = asyncio.get_running_loop()
+    started = loop.time()
+    call = keda.stub.GetMetricSpec(ref({"targetValue": raw}), timeout=30)
+    await expect_invalid(call, f'targetValue "{raw[:ECHOED]}"... must be a positive number')
+    assert loop.time() - started < 5

@@ -13,7 +13,14 @@ from noctaya.core.values.go_text import go_quote
 from noctaya.gateway.scaler._proto import externalscaler_pb2 as pb
 
 METRIC_NAME = "pending"
-_GO_HEX_FLOAT = re.compile(r"[+-]?0[xX]([0-9a-fA-F]+\.?[0-9a-fA-F]*|\.[0-9a-fA-F]+)[pP][+-]?[0-9]+")
+# One way to match each mantissa: with `\.?` between two digit runs, a long run of digits without
+# its `p` made the match try every split point, seconds of CPU for one 64 KiB request.
+_GO_HEX_FLOAT = re.compile(
+    r"[+-]?0[xX]([0-9a-fA-F]+(\.[0-9a-fA-F]*)?|\.[0-9a-fA-F]+)[pP][+-]?[0-9]+"
+)
+# A status message travels in a gRPC trailer, which clients refuse past 8-16 KiB (KEDA would see
+# RESOURCE_EXHAUSTED, not our message); a request's own text is echoed up to this many characters.
+MAX_ECHOED_CHARS = 128
 
 
 class ScalerRequestError(ValueError):
@@ -27,13 +34,13 @@ def target_value(ref: pb.ScaledObjectRef | None) -> float:
     metadata = ref.scalerMetadata
     metric = metadata.get("metricName", "") or METRIC_NAME
     if metric != METRIC_NAME:
-        raise ScalerRequestError(f"unsupported metricName {go_quote(metric)}")
+        raise ScalerRequestError(f"unsupported metricName {_echo(metric)}")
     raw = metadata.get("targetValue", "")
     if not raw:
         raise ScalerRequestError("targetValue metadata is required")
     value = _parse_go_float(raw)
     if value is None or not math.isfinite(value) or value <= 0:
-        raise ScalerRequestError(f"targetValue {go_quote(raw)} must be a positive number")
+        raise ScalerRequestError(f"targetValue {_echo(raw)} must be a positive number")
     return value
 
 
@@ -43,10 +50,17 @@ def check_metrics_request(request: pb.GetMetricsRequest) -> float:
     target = target_value(ref)
     if request.metricName != METRIC_NAME:
         raise ScalerRequestError(
-            f"metricName {go_quote(request.metricName)} does not match configured metric "
+            f"metricName {_echo(request.metricName)} does not match configured metric "
             f"{go_quote(METRIC_NAME)}"
         )
     return target
+
+
+def _echo(text: str) -> str:
+    """`text` quoted as Go's %q does; past MAX_ECHOED_CHARS cut, with `...` after the quote."""
+    if len(text) <= MAX_ECHOED_CHARS:
+        return go_quote(text)
+    return go_quote(text[:MAX_ECHOED_CHARS]) + "..."
 
 
 def _parse_go_float(text: str) -> float | None:

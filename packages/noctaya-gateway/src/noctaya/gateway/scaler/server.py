@@ -14,6 +14,7 @@ import grpc
 from noctaya.core.values.listen_address import parse_listen_address
 from noctaya.gateway.addresses import format_bind
 from noctaya.gateway.scaler._proto import externalscaler_pb2_grpc as pb_grpc
+from noctaya.gateway.scaler.request_decoding import LenientDecoding
 from noctaya.gateway.scaler.service import DemandSource, ExternalScalerService
 from noctaya.gateway.scaler.tls import ScalerTLS
 from prometheus_client import Gauge
@@ -79,7 +80,11 @@ async def start_scaler(
     """
     host, port = parse_listen_address(listen_addr)
     service = ExternalScalerService(feed, streams_gauge)
-    server = grpc.aio.server(options=SERVER_OPTIONS, maximum_concurrent_rpcs=MAX_CONCURRENT_RPCS)
+    server = grpc.aio.server(
+        interceptors=(LenientDecoding(),),
+        options=SERVER_OPTIONS,
+        maximum_concurrent_rpcs=MAX_CONCURRENT_RPCS,
+    )
     pb_grpc.add_ExternalScalerServicer_to_server(service, server)  # type: ignore[no-untyped-call]
     bind = format_bind(host, port)
     try:

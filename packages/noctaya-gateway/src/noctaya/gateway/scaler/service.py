@@ -13,6 +13,7 @@ unary calls (IsActive, GetMetrics) refused with RESOURCE_EXHAUSTED.
 from __future__ import annotations
 
 import asyncio
+import logging
 from collections.abc import AsyncIterator, Callable
 from typing import Any, Protocol, TypeVar
 
@@ -25,10 +26,14 @@ from noctaya.gateway.scaler.metadata import (
     check_metrics_request,
     target_value,
 )
+from noctaya.gateway.scaler.request_decoding import MalformedRequest
 from prometheus_client import Gauge
 
 _Request = TypeVar("_Request")
+_Ref = pb.ScaledObjectRef | MalformedRequest
 MAX_ACTIVE_STREAMS = 256
+
+_log = logging.getLogger(__name__)
 
 
 class DemandSource(Protocol):
@@ -55,12 +60,12 @@ class ExternalScalerService(pb_grpc.ExternalScalerServicer):
         for end in self._open.values():
             end.set()
 
-    async def IsActive(self, request: pb.ScaledObjectRef, context: Any) -> pb.IsActiveResponse:
+    async def IsActive(self, request: _Ref, context: Any) -> pb.IsActiveResponse:
         await _validated(context, target_value, request)
         return pb.IsActiveResponse(result=self._source.current() > 0)
 
     async def StreamIsActive(
-        self, request: pb.ScaledObjectRef, context: Any
+        self, request: _Ref, context: Any
     ) -> AsyncIterator[pb.IsActiveResponse]:
         await _validated(context, target_value, request)
         if len(self._open) >= self._max_streams:
@@ -77,15 +82,13 @@ class ExternalScalerService(pb_grpc.ExternalScalerServicer):
             self._open.pop(key, None)
             self._streams.dec()
 
-    async def GetMetricSpec(
-        self, request: pb.ScaledObjectRef, context: Any
-    ) -> pb.GetMetricSpecResponse:
+    async def GetMetricSpec(self, request: _Ref, context: Any) -> pb.GetMetricSpecResponse:
         target = await _validated(context, target_value, request)
         spec = pb.MetricSpec(metricName=METRIC_NAME, targetSizeFloat=target)
         return pb.GetMetricSpecResponse(metricSpecs=[spec])
 
     async def GetMetrics(
-        self, request: pb.GetMetricsRequest, context: Any
+        self, request: pb.GetMetricsRequest | MalformedRequest, context: Any
     ) -> pb.GetMetricsResponse:
         await _validated(context, check_metrics_request, request)
         value = pb.MetricValue(metricName=METRIC_NAME, metricValueFloat=self._source.current())
@@ -116,9 +119,16 @@ class ExternalScalerService(pb_grpc.ExternalScalerServicer):
                 await aclose()
 
 
-async def _validated(context: Any, check: Callable[[_Request], float], request: _Request) -> float:
+async def _validated(
+    context: Any, check: Callable[[_Request], float], request: _Request | MalformedRequest
+) -> float:
     """Run `check`; a bad request ends the RPC with INVALID_ARGUMENT and the check's message."""
     try:
+        if isinstance(request, MalformedRequest):
+            _log.warning(
+                "refused a malformed scaler request from %s: %s", context.peer(), request.reason
+            )
+            raise ScalerRequestError(f"malformed request: {request.reason}")
         return check(request)
     except ScalerRequestError as exc:
         await context.abort(grpc.StatusCode.INVALID_ARGUMENT, str(exc))
