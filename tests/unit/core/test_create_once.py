@@ -228,3 +228,11 @@ def test_a_changed_source_or_prewarm_specification_is_another_request(
 ) -> None:
     live = stored_job(prewarm_spec("Qwen/Qwen3-8B", HF_ENV))
     assert not same_request(live, requested)
+
+
+def test_an_explicit_false_is_not_the_same_as_an_absent_field() -> None:
+    """An absent automountServiceAccountToken mounts the token: another prewarm pod."""
+    requested = prewarm_spec("Qwen/Qwen3-8B", HF_ENV)
+    live = stored_job(requested)
+    del live["template"]["spec"]["automountServiceAccountToken"]
+    assert not same_request(live, requested)

@@ -56,7 +56,7 @@ def same_request(live_spec: Mapping[str, Any], requested_spec: Mapping[str, Any]
 
     Every requested field must hold in the live spec; fields only the live spec has are the API
     server's defaults (a Job's selector and pod defaults, a PVC's volume mode, the cluster's
-    default StorageClass when none is requested) and do not count. Zero values count as absent
+    default StorageClass when none is requested) and do not count. Empty values count as absent
     (Go encoders omit them), lists must match entry by entry (an env var or container dropped
     from the request is a change), and storage sizes compare by amount (`1.5Gi` is `1536Mi`).
     """
@@ -108,8 +108,9 @@ def _holds(live: object, wanted: object) -> bool:
 
 
 def _is_zero(value: object) -> bool:
-    """Go's omitempty zero values; not 0, which the API server defaults differently."""
-    return value is None or value is False or value in ("", {}, [])
+    """Empty values Go encoders omit. Not `false` or 0: the fields where Noctaya sets those
+    (`automountServiceAccountToken`) default to something else when absent."""
+    return value is None or value in ("", {}, [])
 
 
 def _with_storage_amount(spec: Mapping[str, Any]) -> Mapping[str, Any]:
