@@ -5,6 +5,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import json
+import logging
 import os
 import re
 import socket
@@ -32,9 +33,11 @@ class Recorder:
         self.status = 204
         self.stall = asyncio.Event()
         self.stall.set()
+        self.arrived = 0  # reports read whole, whether or not a stall holds their answer
 
     async def __call__(self, request: Request) -> Response:
         body = await request.read_body(65536)
+        self.arrived += 1
         await self.stall.wait()
         self.reports.append(json.loads(body))
         self.headers.append(dict(request.headers))
@@ -189,14 +192,27 @@ async def test_failed_sends_are_counted_and_still_consume_sequence_numbers(
 
 
 async def test_a_stalled_aggregator_times_out_the_send(
-    recorder: tuple[Recorder, str], token_file: Path
+    recorder: tuple[Recorder, str], token_file: Path, caplog: pytest.LogCaptureFixture
 ) -> None:
+    """The report arrives and goes unanswered: the send must end as a timeout (not as some other
+    error) within its budget, and say so."""
     recording, url = recorder
     recording.stall.clear()
     reports, registry = counter()
     reporter = DemandReporter(url, "gw", str(token_file), reports, heartbeat=3600, send_timeout=0.2)
     async with running(reporter, DemandFeed(1)):
-        await eventually(lambda: count(registry, "error") >= 1)
+        await eventually(lambda: count(registry, "error") == 1, within=0.2 + 5)
+        assert recording.arrived == 1, "the aggregator had the report and held its answer"
+        assert count(registry, "success") == 0
+    assert _reporter_warnings(caplog) == [f"demand report to {url} failed: no answer within 0.2 s"]
+
+
+def _reporter_warnings(caplog: pytest.LogCaptureFixture) -> list[str]:
+    return [
+        record.getMessage()
+        for record in caplog.records
+        if record.name == "noctaya.gateway.reporter" and record.levelno == logging.WARNING
+    ]
 
 
 async def test_unreachable_aggregator_counts_errors(token_file: Path) -> None:

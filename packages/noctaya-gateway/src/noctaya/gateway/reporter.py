@@ -108,7 +108,9 @@ class DemandReporter:
         try:
             status = await self._post(session, report)
             problem = None if status == 204 else f"HTTP {status}"
-        except (ValueError, aiohttp.ClientError, TimeoutError) as exc:
+        except TimeoutError:  # before ClientError: aiohttp's own timeouts are both
+            problem = f"no answer within {self._send_timeout:g} s"
+        except (ValueError, aiohttp.ClientError) as exc:
             problem = str(exc) or type(exc).__name__
         self._reports.labels(result="error" if problem else "success").inc()
         self._log_transition(problem)
