@@ -12,8 +12,8 @@ from kubernetes import client as k8s_client
 from kubernetes import config as k8s_config
 from kubernetes.client.exceptions import ApiException
 from support.envtest import ControlPlane
-from support.envtest.binaries import REPO_ROOT
 from support.envtest.crds import established
+from support.envtest.prerequisites import REPO_ROOT
 
 pytestmark = pytest.mark.integration
 

@@ -31,11 +31,20 @@ def test_the_listing_covers_the_repository() -> None:
     assert {"Makefile", "hack/fetch-keda-crds.sh", "tests/support/control_plane.py"} <= names
 
 
-def test_no_tracked_file_refers_to_a_folder_beside_the_repository() -> None:
-    offending = [
+def found_in_tracked_files(pattern: re.Pattern[bytes]) -> list[str]:
+    return [
         f"{path.relative_to(REPO)}: {found.group().decode()}"
         for path in tracked_files()
         if path.is_file()
-        for found in OUTSIDE_REFERENCE.finditer(path.read_bytes())
+        for found in pattern.finditer(path.read_bytes())
     ]
-    assert offending == []
+
+
+def test_no_tracked_file_refers_to_a_folder_beside_the_repository() -> None:
+    assert found_in_tracked_files(OUTSIDE_REFERENCE) == []
+
+
+def test_no_tracked_file_names_this_machines_checkout_or_home_folder() -> None:
+    folders = [REPO] + ([Path.home()] if Path.home() != Path("/") else [])
+    machine_path = re.compile(b"|".join(re.escape(f"{folder}/".encode()) for folder in folders))
+    assert found_in_tracked_files(machine_path) == []
