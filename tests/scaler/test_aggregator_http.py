@@ -16,6 +16,8 @@ from noctaya.gateway.aggregator.http_server import (
     Response,
 )
 
+from .raw_http import closed_by_server, connect, response
+
 READ_TIMEOUT = 0.4
 IDLE_TIMEOUT = 0.3
 CL_AND_TE = b"Content-Length: 5\r\nTransfer-Encoding: chunked\r\n"
@@ -54,24 +56,6 @@ async def app_server() -> AsyncIterator[tuple[App, HTTPServer, int]]:
     port = await server.start("127.0.0.1", 0)
     yield app, server, port
     await server.shutdown(0)
-
-
-async def connect(port: int) -> tuple[asyncio.StreamReader, asyncio.StreamWriter]:
-    return await asyncio.open_connection("127.0.0.1", port)
-
-
-async def response(reader: asyncio.StreamReader) -> tuple[bytes, bytes]:
-    """(status line + headers, body) of one Content-Length response."""
-    head = await asyncio.wait_for(reader.readuntil(b"\r\n\r\n"), 5)
-    length = 0
-    for line in head.split(b"\r\n"):
-        if line.lower().startswith(b"content-length:"):
-            length = int(line.split(b":")[1])
-    return head, await asyncio.wait_for(reader.readexactly(length), 5)
-
-
-async def closed_by_server(reader: asyncio.StreamReader, within: float = 5.0) -> bool:
-    return await asyncio.wait_for(reader.read(), within) == b""
 
 
 async def test_keep_alive_serves_several_requests_on_one_connection(

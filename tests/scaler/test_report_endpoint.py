@@ -15,6 +15,7 @@ from gateway.support import eventually
 from noctaya.gateway.aggregator.server import AggregatorServer
 
 from .conftest import TOKEN, AggregatorFactory
+from .raw_http import closed_by_server, connect, response
 from .reports import Reporter, report, set_token, snapshot
 
 INVALID = "invalid demand report\n"
@@ -283,6 +284,59 @@ async def test_probes_and_metrics_routes(reporter: Reporter) -> None:
         assert series in metrics.body
     missing = await reporter.get("/v1/demand/extra")
     assert (missing.status, missing.body) == (404, "404 page not found\n")
+
+
+AUTHORIZED_POST = (
+    b"POST /v1/demand HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer " + TOKEN.encode() + b"\r\n"
+)
+
+
+def _chunked_post(body: bytes, size: int) -> bytes:
+    """An authorized report whose body is sent in chunks of `size` bytes."""
+    pieces = [body[at : at + size] for at in range(0, len(body), size)]
+    chunks = b"".join(b"%x\r\n%s\r\n" % (len(piece), piece) for piece in pieces)
+    return AUTHORIZED_POST + b"Transfer-Encoding: chunked\r\n\r\n" + chunks + b"0\r\n\r\n"
+
+
+async def test_the_reported_lone_surrogate_with_connection_close_gets_400_at_once(
+    aggregator: AggregatorServer, seeded: tuple[object, ...], caplog: pytest.LogCaptureFixture
+) -> None:
+    """The report as it was sent: answered 400 well before the 5 s read timeout, then closed."""
+    body = b'{"memberID":"\\ud800","sequence":1,"demand":1}'
+    reader, writer = await connect(aggregator.http_port)
+    writer.write(
+        AUTHORIZED_POST + b"Connection: close\r\nContent-Length: %d\r\n\r\n%s" % (len(body), body)
+    )
+    head, answer = await asyncio.wait_for(response(reader), 4)
+    assert (head.split(b" ")[1], answer) == (b"400", INVALID.encode())
+    assert await closed_by_server(reader, within=4)
+    writer.close()
+    assert snapshot(aggregator) == seeded
+    assert not [record for record in caplog.records if record.exc_info]
+
+
+async def test_a_chunked_report_is_accepted(aggregator: AggregatorServer) -> None:
+    reader, writer = await connect(aggregator.http_port)
+    writer.write(_chunked_post(report("gw/c"), 7))
+    head, _ = await response(reader)
+    assert head.startswith(b"HTTP/1.1 204 ")
+    writer.close()
+    assert aggregator.aggregate.current() == 1
+
+
+async def test_a_chunked_report_past_64_kib_is_refused_and_the_connection_still_serves(
+    aggregator: AggregatorServer, seeded: tuple[object, ...]
+) -> None:
+    body = report("gw/c") + b" " * (64 * 1024)
+    reader, writer = await connect(aggregator.http_port)
+    writer.write(_chunked_post(body, 4096))
+    head, answer = await response(reader)
+    assert (head.split(b" ")[1], answer) == (b"400", INVALID.encode())
+    assert snapshot(aggregator) == seeded
+    writer.write(_chunked_post(report("gw/c"), 9))
+    head, _ = await response(reader)
+    assert head.startswith(b"HTTP/1.1 204 ")
+    writer.close()
 
 
 async def _hold_report_slot(port: int) -> asyncio.StreamWriter:
