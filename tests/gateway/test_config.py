@@ -120,3 +120,22 @@ def test_max_request_body_is_a_byte_quantity(text: str, expected: int) -> None:
 def test_bad_max_request_body_is_an_error_naming_the_variable(text: str) -> None:
     with pytest.raises(ConfigError, match=r"^NOCTAYA_MAX_REQUEST_BODY must be a positive"):
         load_config({**BACKEND, "NOCTAYA_MAX_REQUEST_BODY": text})
+
+
+@pytest.mark.parametrize(
+    ("name", "field"),
+    [
+        ("NOCTAYA_REQUEST_BODY_TIMEOUT", "request_body_timeout"),
+        ("NOCTAYA_CLIENT_SEND_TIMEOUT", "client_send_timeout"),
+    ],
+)
+def test_client_deadlines_default_to_a_minute_and_reject_bad_durations(
+    name: str, field: str
+) -> None:
+    assert getattr(load_config(BACKEND), field) == 60
+    assert getattr(load_config({**BACKEND, name: "2m30s"}), field) == 150
+    for text in ("0s", "-1s", "soon"):
+        with pytest.raises(ConfigError) as raised:
+            load_config({**BACKEND, name: text})
+        expected = f'{name} must be a positive duration such as "1m0s", got "{text}"'
+        assert str(raised.value) == expected

@@ -70,25 +70,27 @@ async def test_many_concurrent_streams_on_one_h2_connection(
 
 
 async def test_late_body_data_after_a_refusal_leaves_the_other_streams_alone(
-    engine: Engine, start_gateway: StartGateway
+    engine: Engine, start_gateway: StartGateway, tmp_path: Path
 ) -> None:
-    """A 429 sent before the request body has arrived; the client keeps uploading. The late
+    """A 401 sent before the request body has arrived; the client keeps uploading. The late
     DATA must not take down the connection and the request multiplexed beside it."""
     engine.make_unready()
-    gateway = await start_gateway(engine.url, max_queue=1)
+    (tmp_path / "key").write_text("secret")
+    gateway = await start_gateway(engine.url, client_api_key_file=str(tmp_path / "key"))
     connection = h2.connection.H2Connection(h2.config.H2Configuration(client_side=True))
     connection.initiate_connection()
     reader, writer = await asyncio.open_connection("127.0.0.1", gateway.server.port)
     try:
-        connection.send_headers(1, _request_headers("/v1/completions"))
+        authorized = [*_request_headers("/v1/completions"), ("authorization", "Bearer secret")]
+        connection.send_headers(1, authorized)
         connection.send_data(1, b"{}", end_stream=True)
         writer.write(connection.data_to_send())
-        await eventually(lambda: gateway.pending == 1, what="the only slot to be taken")
+        await eventually(lambda: gateway.pending == 1, what="the request to wait for the backend")
         connection.send_headers(3, _request_headers("/v1/completions"))
         writer.write(connection.data_to_send())
         status, body = await _read_response(connection, reader, writer, stream_id=3)
-        assert status == b"429"
-        assert json.loads(body)["error"]["code"] == "queue_full"
+        assert status == b"401"
+        assert json.loads(body)["error"]["code"] == "unauthorized"
         connection.send_data(3, b'{"prompt": "' + b"x" * 16_000 + b'"}', end_stream=True)
         writer.write(connection.data_to_send())
         engine.make_ready()

@@ -3,9 +3,11 @@
 from __future__ import annotations
 
 import asyncio
+import json
 import socket
 
 import aiohttp
+import pytest
 from noctaya.gateway.config import GatewayConfig
 from noctaya.gateway.server import hypercorn_config
 
@@ -47,26 +49,43 @@ async def test_oversized_request_head_is_refused(
         assert response.status == 200
 
 
-async def test_client_vanishing_mid_upload_frees_its_slot(
-    engine: Engine, start_gateway: StartGateway
+async def test_clients_trickling_their_bodies_hold_no_slot_and_get_408_at_the_deadline(
+    engine: Engine, start_gateway: StartGateway, http: aiohttp.ClientSession
 ) -> None:
-    gateway = await start_gateway(engine.url)
-    _, writer = await asyncio.open_connection("127.0.0.1", gateway.server.port)
-    writer.write(
-        b"POST /v1/completions HTTP/1.1\r\nHost: x\r\nContent-Length: 100000\r\n\r\n"
-        + b"{" * 70_000
-    )
-    await writer.drain()
-    await eventually(lambda: gateway.pending == 1, what="the upload to be admitted")
-    writer.close()
-    await eventually(lambda: gateway.pending == 0, what="the slot to be freed")
-    assert all(len(r.body) != 100_000 for r in engine.requests), "no truncated request completes"
+    """Five clients declare 100 bytes and send 2: with a queue of five they once locked every
+    other client out with 429 and kept the backend up. Bodies are now read before admission,
+    within a deadline."""
+    gateway = await start_gateway(engine.url, max_queue=5, request_body_timeout=1.0)
+    slow = []
+    try:
+        for _ in range(5):
+            reader, writer = await asyncio.open_connection("127.0.0.1", gateway.server.port)
+            writer.write(
+                b"POST /v1/completions HTTP/1.1\r\nHost: x\r\nContent-Length: 100\r\n\r\n{}"
+            )
+            slow.append((reader, writer))
+        async with http.post(f"{gateway.url}/v1/completions", json={}) as response:
+            assert response.status == 200
+        assert (gateway.pending, gateway.demand) == (0, 0), "a trickling body is no demand"
+        for reader, _ in slow:
+            async with asyncio.timeout(5):
+                reply = await reader.read()  # all of it: the connection closes after the 408
+            head, _, body = reply.partition(b"\r\n\r\n")
+            assert head.startswith(b"HTTP/1.1 408")
+            assert b"connection: close" in head.lower()
+            assert json.loads(body)["error"]["code"] == "request_timeout"
+    finally:
+        for _, writer in slow:
+            writer.close()
+    assert len(engine.requests) == 1
 
 
-async def test_client_vanishing_mid_chunked_upload_on_the_cold_path_frees_its_slot(
-    engine: Engine, start_gateway: StartGateway
+@pytest.mark.parametrize("cold", [False, True], ids=["warm", "cold"])
+async def test_client_vanishing_mid_upload_never_takes_a_slot_nor_wakes_the_backend(
+    engine: Engine, start_gateway: StartGateway, http: aiohttp.ClientSession, cold: bool
 ) -> None:
-    engine.make_unready()
+    if cold:
+        engine.make_unready()
     gateway = await start_gateway(engine.url)
     _, writer = await asyncio.open_connection("127.0.0.1", gateway.server.port)
     writer.write(
@@ -74,10 +93,13 @@ async def test_client_vanishing_mid_chunked_upload_on_the_cold_path_frees_its_sl
         b"10\r\n" + b'{"stream": true,' + b"\r\n"
     )
     await writer.drain()
-    await eventually(lambda: gateway.pending == 1, what="the upload to be admitted")
+    async with http.get(f"{gateway.url}/noctaya/queue") as response:
+        assert await response.json() == {"pending": 0}, "half a body is no demand"
     writer.close()
-    await eventually(lambda: gateway.pending == 0, what="the slot to be freed")
-    assert gateway.demand == 1, "the cold request still renewed the activation lease"
+    async with http.get(f"{gateway.url}/noctaya/queue") as response:
+        assert await response.json() == {"pending": 0}
+    assert gateway.pending == 0
+    assert engine.requests == []
 
 
 async def test_lying_content_length_is_cut_off_by_the_client_closing(

@@ -1,14 +1,15 @@
-"""The gateway's ASGI application: diagnostics routes, then authorize → admit → activate → proxy.
+"""The gateway's ASGI application: diagnostics routes, then authorize → read the body → admit →
+activate → proxy.
 
 Order matters: a request is authenticated before it may take a queue slot (a bad key gets 401
-even when the queue is full), and it is refused with 429 before any backend work.
+even when the queue is full), its body has arrived before it counts as demand, and it is
+refused with 429 before any backend work.
 """
 
 from __future__ import annotations
 
 import asyncio
 import time
-from collections.abc import AsyncIterable
 from typing import Any
 
 from noctaya.core.scaling import ActivationLease
@@ -27,22 +28,23 @@ from noctaya.gateway.responses import (
     AUTHENTICATION_UNAVAILABLE,
     BODY_TOO_LARGE,
     JSON,
+    METHOD_NOT_ALLOWED,
     QUEUE_FULL,
+    REQUEST_TIMEOUT,
     UNAUTHORIZED,
+    WEBSOCKET_UNSUPPORTED,
     GatewayError,
     Receive,
     Send,
+    closing,
     is_openai_path,
     send_bad_request,
     send_body,
     send_error,
     sse_error_frame,
 )
+from noctaya.gateway.send_timeout import ClientStalled, with_send_timeout
 from noctaya.gateway.upstream import UpstreamPool
-
-WHOLE_BODY_BELOW = 64 * 1024
-"""Bodies up to this size are read before forwarding (sent with a known length, cheaply);
-larger ones stream through."""
 
 
 class GatewayApp:
@@ -84,14 +86,28 @@ class GatewayApp:
         if kind == "lifespan":
             await _lifespan(receive, send)
             return
+        if kind == "websocket":
+            # The gateway proxies HTTP only; a handshake gets an answer, not hypercorn's 500.
+            await send_error(send, WEBSOCKET_UNSUPPORTED, is_openai_path(scope["path"]), kind)
+            self.metrics.count_response(WEBSOCKET_UNSUPPORTED.status)
+            return
         if kind != "http":
             return
         channel = ClientChannel(receive, self.config.max_request_body)
+        send = with_send_timeout(send, self.config.client_send_timeout)
         http1 = scope["http_version"][0] == "1"
+        if http1 and _ambiguous_framing(scope):
+            # Content-Length beside Transfer-Encoding: framed by the chunks, but whatever
+            # follows on this connection may be read differently by someone in front of the
+            # gateway (request smuggling), so none of it is served (RFC 9112).
+            send = closing(send)
         if http1:
             send = channel.guard(send)
         origin = origin_form(scope)
         try:
+            if scope["method"] == "CONNECT":
+                await self._error(send, METHOD_NOT_ALLOWED, is_openai_path(scope["path"]))
+                return
             if origin is None:
                 await send_bad_request(send, close=http1)
                 return
@@ -104,26 +120,44 @@ class GatewayApp:
             elif path == "/metrics":
                 await send_body(send, 200, CONTENT_TYPE.encode(), self.metrics.render())
             else:
-                await self._admit(scope, channel, send, is_openai_path(path))
+                await self._serve(scope, channel, send, is_openai_path(path), http1)
+        except ClientStalled:
+            return  # the server ends the response unfinished: HTTP/1.1 closes, HTTP/2 resets
         finally:
             channel.finish()
 
-    async def _admit(
-        self, scope: dict[str, Any], channel: ClientChannel, send: Send, openai: bool
+    async def _serve(
+        self, scope: dict[str, Any], channel: ClientChannel, send: Send, openai: bool, http1: bool
     ) -> None:
+        """Authorize, read the whole body (within its deadline), and only then admit: a slot and
+        the demand it reports belong to requests the backend could start on, never to a client
+        still trickling its body."""
         if self._auth is not None and not await self._authorized(scope, send, openai):
             return
         if _declared_length(scope) > self.config.max_request_body:
             await self._error(send, BODY_TOO_LARGE, openai)
             return
+        try:
+            async with asyncio.timeout(self.config.request_body_timeout):
+                body = await channel.read_all()
+        except BodyTooLarge:
+            await self._error(send, BODY_TOO_LARGE, openai)
+            return
+        except ClientGone:
+            return
+        except TimeoutError:
+            # The rest of the body is not worth waiting for on this connection either.
+            await self._error(closing(send) if http1 else send, REQUEST_TIMEOUT, openai)
+            return
+        channel.watch()
         if not self.demand.try_admit():
             await self._error(send, QUEUE_FULL, openai, reason="queue_full")
             return
         try:
             if self.readiness.cached_ready() or await self.readiness.ready():
-                await self._warm(scope, channel, send, openai)
+                await self._forward(scope, channel, body, send, openai, False)
             else:
-                await self._cold.handle(scope, channel, send, openai)
+                await self._cold.handle(scope, channel, body, send, openai)
         finally:
             self.demand.release()
 
@@ -139,29 +173,11 @@ class GatewayApp:
         await self._error(send, error, openai, reason=result.value)
         return False
 
-    async def _warm(
-        self, scope: dict[str, Any], channel: ClientChannel, send: Send, openai: bool
-    ) -> None:
-        try:
-            prefix = await channel.read_prefix(WHOLE_BODY_BELOW)
-        except BodyTooLarge:
-            await self._error(send, BODY_TOO_LARGE, openai)
-            return
-        except ClientGone:
-            return
-        body: bytes | AsyncIterable[bytes]
-        if channel.body_complete:
-            body = prefix
-            channel.watch()
-        else:
-            body = channel.stream(prefix)
-        await self._forward(scope, channel, body, send, openai, False)
-
     async def _forward(
         self,
         scope: dict[str, Any],
         channel: ClientChannel,
-        body: bytes | AsyncIterable[bytes],
+        body: bytes,
         send: Send,
         openai: bool,
         committed: bool,
@@ -206,6 +222,11 @@ class GatewayApp:
         self.metrics.count_response(error.status)
         if reason:
             self.metrics.reject(reason)
+
+
+def _ambiguous_framing(scope: dict[str, Any]) -> bool:
+    names = {name for name, _ in scope["headers"]}
+    return b"transfer-encoding" in names and b"content-length" in names
 
 
 def _declared_length(scope: dict[str, Any]) -> int:

@@ -19,13 +19,12 @@ from contextlib import asynccontextmanager
 from typing import Any
 
 from noctaya.gateway.activation import ActivationWatcher
-from noctaya.gateway.client import BodyTooLarge, ClientChannel, ClientGone
+from noctaya.gateway.client import ClientChannel
 from noctaya.gateway.config import ColdStartMode, GatewayConfig
 from noctaya.gateway.metrics import GatewayMetrics
 from noctaya.gateway.readiness import ReadinessProbe
 from noctaya.gateway.responses import (
     ACTIVATION_TIMEOUT,
-    BODY_TOO_LARGE,
     COLD_START,
     STREAM_TIMEOUT,
     GatewayError,
@@ -72,21 +71,13 @@ class ColdStart:
         self._cutoff = math.inf
 
     async def handle(
-        self, scope: dict[str, Any], channel: ClientChannel, send: Send, openai: bool
+        self, scope: dict[str, Any], channel: ClientChannel, body: bytes, send: Send, openai: bool
     ) -> None:
+        """`body` is the whole request body, already read."""
         self._activation.cold_request()
         if self._config.coldstart_mode is ColdStartMode.REJECT:
             await self._refuse(send, COLD_START, "cold_start", openai)
             return
-        try:
-            body = await channel.read_all()
-        except BodyTooLarge:
-            await send_error(send, BODY_TOO_LARGE, openai)
-            self._metrics.count_response(BODY_TOO_LARGE.status)
-            return
-        except ClientGone:
-            return
-        channel.watch()
         if is_streaming_request(scope["method"], body, self._config.peek_limit):
             await self._stream_wait(scope, channel, body, send, openai)
         else:

@@ -30,6 +30,12 @@ MIB = 1024 * 1024
 DEFAULT_MAX_REQUEST_BODY = 8 * MIB
 """Equal to the stream-detection peek, so a request that waits for a cold backend is held whole
 (bounded) and a client that disconnects during that wait is always noticed."""
+DEFAULT_REQUEST_BODY_TIMEOUT = Duration.parse("60s")
+"""The whole request body must arrive within this; bodies are read before admission, so a client
+trickling one holds its connection only, and not for longer."""
+DEFAULT_CLIENT_SEND_TIMEOUT = Duration.parse("60s")
+"""A response write the client takes no room for within this ends the exchange (like nginx's
+`send_timeout`): a client that stops reading frees its slot and stops the backend's work."""
 
 
 class ConfigError(ValueError):
@@ -59,6 +65,8 @@ class GatewayConfig:
     peek_limit: int = 8 * MIB
     shutdown_timeout: float = 20.0
     idle_timeout: float = 120.0
+    request_body_timeout: float = DEFAULT_REQUEST_BODY_TIMEOUT.seconds
+    client_send_timeout: float = DEFAULT_CLIENT_SEND_TIMEOUT.seconds
     backend_read_timeout: float = DEFAULT_BACKEND_READ_TIMEOUT.seconds
     backend_head_timeout: float = DEFAULT_BACKEND_HEAD_TIMEOUT.seconds
 
@@ -91,6 +99,12 @@ def load_config(environ: Mapping[str, str]) -> GatewayConfig:
         scaler_listen_addr=scaler_listen_addr,
         demand_aggregator_url=environ.get(names.DEMAND_AGGREGATOR_URL) or None,
         max_request_body=_byte_size(environ.get(names.MAX_REQUEST_BODY)),
+        request_body_timeout=_timeout(
+            environ, names.REQUEST_BODY_TIMEOUT, DEFAULT_REQUEST_BODY_TIMEOUT
+        ),
+        client_send_timeout=_timeout(
+            environ, names.CLIENT_SEND_TIMEOUT, DEFAULT_CLIENT_SEND_TIMEOUT
+        ),
         backend_read_timeout=_timeout(
             environ, names.BACKEND_READ_TIMEOUT, DEFAULT_BACKEND_READ_TIMEOUT
         ),

@@ -16,6 +16,7 @@ Headers = list[tuple[bytes, bytes]]
 PLAIN_TEXT = b"text/plain; charset=utf-8"
 JSON = b"application/json"
 NOSNIFF = (b"x-content-type-options", b"nosniff")
+CLOSE = (b"connection", b"close")
 
 
 @dataclass(frozen=True)
@@ -66,6 +67,20 @@ BODY_TOO_LARGE = GatewayError(
     413, "request body too large", "invalid_request_error", "request_too_large"
 )
 BACKEND_UNREACHABLE = GatewayError(502, "backend unreachable", "server_error", "bad_gateway")
+REQUEST_TIMEOUT = GatewayError(
+    408, "request body not received in time", "invalid_request_error", "request_timeout"
+)
+METHOD_NOT_ALLOWED = GatewayError(
+    405,
+    "method not allowed",
+    "invalid_request_error",
+    "method_not_allowed",
+    ((b"allow", b"GET, HEAD, POST, PUT, PATCH, DELETE, OPTIONS"),),
+)
+"""CONNECT: the gateway is an origin server for its routes, not a tunnel."""
+WEBSOCKET_UNSUPPORTED = GatewayError(
+    400, "websocket upgrade not supported", "invalid_request_error", "websocket_unsupported"
+)
 BACKEND_TIMEOUT = GatewayError(504, "backend timeout", "server_error", "gateway_timeout")
 STREAM_TIMEOUT = GatewayError(
     503, "backend activation timeout", "server_error", "activation_timeout"
@@ -77,7 +92,8 @@ def is_openai_path(path: str) -> bool:
     return path == "/v1" or path.startswith("/v1/")
 
 
-async def send_error(send: Send, error: GatewayError, openai: bool) -> None:
+async def send_error(send: Send, error: GatewayError, openai: bool, kind: str = "http") -> None:
+    """`kind` "websocket" answers a WebSocket handshake this way (ASGI's denial response)."""
     content_type, body = error.body(openai)
     headers: Headers = [
         (b"content-type", content_type),
@@ -85,8 +101,20 @@ async def send_error(send: Send, error: GatewayError, openai: bool) -> None:
         (b"content-length", str(len(body)).encode()),
         *error.headers,
     ]
-    await send({"type": "http.response.start", "status": error.status, "headers": headers})
-    await send({"type": "http.response.body", "body": body})
+    prefix = "websocket." if kind == "websocket" else ""
+    await send({"type": f"{prefix}http.response.start", "status": error.status, "headers": headers})
+    await send({"type": f"{prefix}http.response.body", "body": body})
+
+
+def closing(send: Send) -> Send:
+    """HTTP/1.x: `send`, with the connection closed after this response."""
+
+    async def closed_after(message: Message) -> None:
+        if message["type"] == "http.response.start":
+            message = {**message, "headers": [*message.get("headers", ()), CLOSE]}
+        await send(message)
+
+    return closed_after
 
 
 async def send_body(send: Send, status: int, content_type: bytes, body: bytes) -> None:
@@ -103,7 +131,7 @@ async def send_bad_request(send: Send, *, close: bool) -> None:
     body = b"400 Bad Request"
     headers: Headers = [(b"content-type", PLAIN_TEXT), (b"content-length", b"%d" % len(body))]
     if close:
-        headers.append((b"connection", b"close"))
+        headers.append(CLOSE)
     await send({"type": "http.response.start", "status": 400, "headers": headers})
     await send({"type": "http.response.body", "body": body})
 

@@ -1,0 +1,78 @@
+"""Hypercorn's HTTP/2 connection, hardened against hostile and broken clients.
+
+- Responses wait for the client's flow-control window (`flow`), and a response the app
+  abandons, or a stream the client resets, is cleaned up at once; hypercorn left both in its
+  priority tree, which caps at 1,000 streams and then crashed the connection.
+- A malformed request resets its own stream only (`malformed`).
+- Control-frame and reset floods end the connection with ENHANCE_YOUR_CALM (`floods`).
+- Request DATA arriving after the response ended is credited and dropped: HTTP/2 lets a server
+  answer (a 429, a 401) before the body is complete, and hypercorn 0.18 raised on such frames,
+  dropping the connection (pgjones/hypercorn#329, fixed after 0.18).
+"""
+
+from __future__ import annotations
+
+import contextlib
+from typing import Any
+
+import h2.events
+import h2.exceptions
+import priority.priority
+from h2.errors import ErrorCodes
+from hypercorn.events import Closed, Event, RawData
+from hypercorn.protocol.h2 import H2Protocol
+from noctaya.gateway.http2.floods import FloodGuard
+from noctaya.gateway.http2.malformed import is_malformed
+
+
+class GatewayH2Protocol(H2Protocol):
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        # Request heads are checked per stream (`is_malformed`), not connection-wide by h2.
+        self.connection.config.validate_inbound_headers = False
+        self._floods = FloodGuard()
+        self._calmed = False
+
+    async def handle(self, event: Event) -> None:
+        if self._calmed and isinstance(event, RawData):
+            return  # the GOAWAY is out; nothing more from this client is worth parsing
+        await super().handle(event)
+
+    async def _handle_events(self, events: list[h2.events.Event]) -> None:
+        for event in events:
+            if self._calmed:
+                return
+            if not self._floods.allows(event):
+                await self._calm_down()
+                return
+            if isinstance(event, h2.events.RequestReceived) and is_malformed(event.headers):
+                self.connection.reset_stream(event.stream_id, ErrorCodes.PROTOCOL_ERROR)
+            elif isinstance(event, h2.events.DataReceived) and event.stream_id not in self.streams:
+                self.connection.acknowledge_received_data(
+                    event.flow_controlled_length, event.stream_id
+                )
+            else:
+                await super()._handle_events([event])
+                continue
+            await self._flush()  # the reset or the WINDOW_UPDATE must go out now
+
+    async def _calm_down(self) -> None:
+        self._calmed = True
+        self.connection.close_connection(error_code=ErrorCodes.ENHANCE_YOUR_CALM)
+        await self._flush()
+        await self.send(Closed())
+
+    async def _close_stream(self, stream_id: int) -> None:
+        buffer = self.stream_buffers.get(stream_id)
+        if buffer is not None and not buffer.complete:
+            # The response will never end normally: the app gave up on it (a backend failing
+            # mid-stream, a client too slow to read) or the client reset the stream.
+            del self.stream_buffers[stream_id]
+            await buffer.close()
+            with contextlib.suppress(priority.priority.MissingStreamError):
+                self.priority.remove_stream(stream_id)
+            if not self.closed:
+                with contextlib.suppress(h2.exceptions.ProtocolError):
+                    self.connection.reset_stream(stream_id, ErrorCodes.INTERNAL_ERROR)
+                await self._flush()
+        await super()._close_stream(stream_id)
