@@ -100,9 +100,13 @@ def snapshot_path(repo_folder: Path) -> Path:
 
 
 def _verify_blobs(uri: str, repo_folder: Path) -> None:
-    """Each blob's bytes must hash to its name; a leftover `.incomplete` means a short download."""
+    """Each blob's bytes must hash to its name; `.incomplete` files of killed runs are dropped
+    (this client version never resumes them across runs)."""
     blobs = repo_folder / "blobs"
     for blob in sorted(blobs.iterdir()) if blobs.is_dir() else []:
+        if blob.name.endswith(".incomplete"):
+            blob.unlink()
+            continue
         if _SHA256.fullmatch(blob.name):
             actual = file_sha256(blob)
         elif _GIT_SHA1.fullmatch(blob.name):

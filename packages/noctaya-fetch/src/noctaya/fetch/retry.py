@@ -30,7 +30,7 @@ class RetryPolicy:
     def call(self, operation: Callable[[], T]) -> T:
         """Run `operation`, retrying a `TransientFetchError`; anything else ends it at once."""
         backoff = wait_exponential_jitter(
-            initial=self.initial, max=self.maximum, jitter=self.initial
+            multiplier=self.initial, max=self.maximum, jitter=self.initial
         )
 
         def wait(state: RetryCallState) -> float:
