@@ -3,9 +3,10 @@
 Only what a reverse proxy meets from a backend: a status line and headers (at most five interim
 1xx answers skipped, as Go's client allows), then a body framed by Content-Length, chunked
 transfer coding or the connection close (RFC 9112 §6). The grammar is h11's, so the two agree
-on every response (tests/gateway/test_upstream_parser.py checks that): lines may end in a bare
-LF, obsolete line folding becomes a space, header values hold no control characters. Anything
-else is a ProtocolError, which the proxy reports as a 502; nothing else is ever raised.
+on every response (tests/gateway/test_upstream_parser_h11.py checks that): lines may end in a
+bare LF, obsolete line folding becomes a space. Header values are held to RFC 9110's grammar,
+stricter than h11's: no control characters but tab, which downstream parsers may choke on.
+Anything else is a ProtocolError, which the proxy reports as a 502; nothing else is raised.
 """
 
 from __future__ import annotations
@@ -19,7 +20,7 @@ MAX_CHUNK_LINE = 4096
 MAX_INTERIM = 5
 MAX_LENGTH_DIGITS = 20
 _HEAD_END = re.compile(rb"\n\r?\n")
-_STATUS_LINE = re.compile(rb"HTTP/([0-9])\.([0-9]) ([0-9]{3})(?: [ \t\x21-\x7e\x80-\xff]*)?")
+_STATUS_LINE = re.compile(rb"HTTP/([0-9])\.([0-9]) ([0-9]{3})(?: [^\x00\n\r\x0b\x0c]*)?")
 _HEADER = re.compile(
     rb"([!#$%&'*+\-.^_`|~0-9A-Za-z]+):[ \t]*"
     rb"((?:[\x21-\x7e\x80-\xff]+(?:[ \t]+[\x21-\x7e\x80-\xff]+)*)?)[ \t]*"
