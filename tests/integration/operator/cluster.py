@@ -14,6 +14,7 @@ from typing import Any, TypeVar
 from kubernetes import client as k8s_client
 from kubernetes.dynamic import DynamicClient
 from kubernetes.dynamic.exceptions import NotFoundError
+from noctaya.k8s.events import REPORTING_CONTROLLER
 from support.custom_resources import CustomResources
 
 Manifest = dict[str, Any]
@@ -178,7 +179,11 @@ def reconciled(resources: CustomResources, namespace: str, name: str) -> Any:
 
 
 def events(api_client: k8s_client.ApiClient, namespace: str) -> list[Manifest]:
-    """events.k8s.io/v1 Events of the namespace, as (type, reason, action, note, regarding)."""
+    """The operator's events.k8s.io/v1 Events in the namespace, as (type, reason, action, note,
+    regarding). The API server records its own beside them (its Service cluster-IP repair
+    loop reports `ClusterIPNotAllocated` when it runs between an allocation and its Service's
+    write); those say nothing about the operator.
+    """
     listed = k8s_client.EventsV1Api(api_client).list_namespaced_event(namespace)
     return [
         {
@@ -190,6 +195,7 @@ def events(api_client: k8s_client.ApiClient, namespace: str) -> list[Manifest]:
             "regarding": e.regarding.name if e.regarding else None,
         }
         for e in listed.items
+        if e.reporting_controller == REPORTING_CONTROLLER
     ]
 
 

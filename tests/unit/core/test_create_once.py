@@ -3,6 +3,7 @@ reuse is refused with the exact messages."""
 
 import hashlib
 import json
+from collections.abc import Mapping
 from typing import Any
 
 import pytest
@@ -91,7 +92,7 @@ def existing(
     controlled: bool,
     desired: str | None,
     live: str | None,
-    live_spec: dict[str, object] | None = None,
+    live_spec: Mapping[str, object] | None = None,
 ) -> bool:
     return check_existing(
         reason="ApplyCachePVC",
