@@ -8,6 +8,7 @@ import asyncio
 import contextlib
 
 import aiohttp
+import httpx
 import pytest
 from noctaya.gateway.config import ConfigError, load_config
 from noctaya.gateway.upstream import UpstreamPool
@@ -237,3 +238,15 @@ def test_backend_timeouts_are_set_by_environment_and_bad_values_name_the_setting
         for bad in ("0s", "-1m", "ten"):
             with pytest.raises(ConfigError, match=f'^{name} must be a positive duration .*"{bad}"'):
                 load_config({**base, name: bad})
+
+
+async def test_a_204_with_a_content_length_reaches_http2_clients_as_a_204(
+    backend: StartBackend, start_gateway: StartGateway
+) -> None:
+    answer = b"HTTP/1.1 204 No Content\r\nContent-Length: 5\r\nX-Id: 1\r\n\r\n"
+    gateway = await start_gateway(await backend(health_then(answering(answer))))
+    async with httpx.AsyncClient(http1=False, http2=True, timeout=15) as client:
+        response = await client.delete(f"{gateway.url}/v1/files/1")
+    assert response.http_version == "HTTP/2"
+    assert (response.status_code, response.headers["x-id"], response.content) == (204, "1", b"")
+    assert "content-length" not in response.headers

@@ -34,6 +34,7 @@ HOP_BY_HOP = frozenset(
 # Host and framing come from the upstream client; Date is the gateway server's own.
 _REQUEST_DROP = HOP_BY_HOP | {b"host", b"content-length"}
 _RESPONSE_DROP = HOP_BY_HOP | {b"date"}
+_NO_CONTENT_DROP = _RESPONSE_DROP | {b"content-length"}
 _BODY_END: dict[str, Any] = {"type": "http.response.body", "body": b"", "more_body": False}
 
 
@@ -120,7 +121,7 @@ class Upstream:
                         {
                             "type": "http.response.start",
                             "status": response.status,
-                            "headers": _response_headers(response.headers),
+                            "headers": _response_headers(response.status, response.headers),
                         }
                     )
                     self._metrics.count_response(response.status)
@@ -139,8 +140,10 @@ class Upstream:
             raise UpstreamUnavailable(str(error) or type(error).__name__, answer) from error
 
 
-def _response_headers(raw: list[tuple[bytes, bytes]]) -> Headers:
-    drop = _RESPONSE_DROP
+def _response_headers(status: int, raw: list[tuple[bytes, bytes]]) -> Headers:
+    """End-to-end headers; a 204 keeps no Content-Length (RFC 9110 forbids one, and HTTP/2
+    clients take it as a promise of body bytes)."""
+    drop = _RESPONSE_DROP if status != 204 else _NO_CONTENT_DROP
     listed = _connection_tokens(raw)
     if listed:
         drop = drop | listed
