@@ -7,18 +7,13 @@ a separate interpreter which vendors it sees, so nothing of this test process le
 from __future__ import annotations
 
 import json
-import os
 import re
-import shutil
-import subprocess
 import sys
 import tomllib
 from pathlib import Path
 
 from packaging.markers import Marker
-
-REPO = Path(__file__).resolve().parents[2]
-TIMEOUT = 180
+from support.vendor_plugins import REPO, clean_environment, install_example_plugin, run, uv
 
 LIST_VENDORS = """
 import json, sys
@@ -37,33 +32,6 @@ json.dump({
     "distributions": sorted({d.metadata["Name"] for d in distributions()}),
 }, sys.stdout)
 """
-
-
-def _uv() -> str:
-    """The uv that `make sync` uses: on PATH, or the one the Makefile installs under .tools."""
-    found = shutil.which("uv") or shutil.which("uv", path=str(REPO / ".tools" / "bin"))
-    assert found, "uv is needed to build and install the plugin wheels; run `make sync` first"
-    return found
-
-
-def _environment(**extra: str) -> dict[str, str]:
-    env = {k: v for k, v in os.environ.items() if k not in {"VIRTUAL_ENV", "PYTHONPATH"}}
-    env["UV_PYTHON_DOWNLOADS"] = "never"
-    return env | extra
-
-
-def _run(*command: str | Path, env: dict[str, str]) -> str:
-    done = subprocess.run(
-        [str(part) for part in command],
-        cwd=REPO,
-        env=env,
-        capture_output=True,
-        text=True,
-        timeout=TIMEOUT,
-        check=False,
-    )
-    assert done.returncode == 0, f"{command} failed:\n{done.stdout}\n{done.stderr}"
-    return done.stdout
 
 
 def _normalized(name: str) -> str:
@@ -92,16 +60,10 @@ def _locked_closure(root: str) -> set[str]:
 
 
 def test_third_party_plugin_is_found_after_pip_install_alone(tmp_path: Path) -> None:
-    site = tmp_path / "site"
-    _run(
-        _uv(), "pip", "install", "--quiet", "--python", sys.executable, "--no-deps",
-        "--refresh-package", "noctaya-vendor-example", "--target", site,
-        REPO / "tests" / "plugins" / "noctaya-vendor-example",
-        env=_environment(),
-    )  # fmt: skip
+    site = install_example_plugin(tmp_path / "site")
 
     seen = json.loads(
-        _run(sys.executable, "-c", LIST_VENDORS, env=_environment(PYTHONPATH=str(site)))
+        run(sys.executable, "-c", LIST_VENDORS, env=clean_environment(PYTHONPATH=str(site)))
     )
 
     assert seen["vendors"] == ["ascend", "example", "nvidia"]
@@ -112,18 +74,18 @@ def test_third_party_plugin_is_found_after_pip_install_alone(tmp_path: Path) -> 
 def test_installing_the_nvidia_plugin_pulls_in_only_the_core(tmp_path: Path) -> None:
     venv = tmp_path / "venv"
     python = venv / "bin" / "python"
-    uv = _uv()
-    _run(uv, "venv", "--quiet", "--python", sys.executable, venv, env=_environment())
+    installer = uv()
+    run(installer, "venv", "--quiet", "--python", sys.executable, venv, env=clean_environment())
     # The core is not on a package index, so its directory is given alongside. --no-sources
     # ignores the workspace links, so both install as ordinary wheels, as pip would.
-    _run(
-        uv, "pip", "install", "--quiet", "--python", python, "--no-sources",
+    run(
+        installer, "pip", "install", "--quiet", "--python", python, "--no-sources",
         "--refresh-package", "noctaya-core", "--refresh-package", "noctaya-vendor-nvidia",
         REPO / "packages" / "noctaya-vendor-nvidia", REPO / "packages" / "noctaya-core",
-        env=_environment(),
+        env=clean_environment(),
     )  # fmt: skip
 
-    seen = json.loads(_run(python, "-I", "-c", LIST_VENDORS, env=_environment()))
+    seen = json.loads(run(python, "-I", "-c", LIST_VENDORS, env=clean_environment()))
 
     assert {_normalized(name) for name in seen["distributions"]} == _locked_closure(
         "noctaya-vendor-nvidia"
