@@ -9,11 +9,14 @@ from __future__ import annotations
 import contextlib
 import os
 import re
+import shlex
 import signal
+import socket
 import subprocess
 import sys
 import threading
 import time
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -92,12 +95,44 @@ def pid_exists(pid: int) -> bool:
 
 
 def wait_until_gone(pid: int, within: float = DEADLINE) -> bool:
+    return wait_until(lambda: not pid_exists(pid), within)
+
+
+def wait_until(condition: Callable[[], bool], within: float = DEADLINE) -> bool:
+    """Poll `condition` until it holds (True) or `within` seconds pass (False)."""
     deadline = time.monotonic() + within
-    while pid_exists(pid):
+    while not condition():
         if time.monotonic() > deadline:
             return False
         time.sleep(0.05)
     return True
+
+
+def port_is_free(port: int) -> bool:
+    """Nothing listens on 127.0.0.1:`port` and it can be bound again."""
+    with socket.socket() as probe:
+        probe.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        try:
+            probe.bind(("127.0.0.1", port))
+        except OSError:
+            return False
+        return True
+
+
+def output_holder(pid_file: Path) -> str:
+    """Shell words that start a process in a session of its own which keeps the caller's stdout
+    open for minutes, writing its pid to `pid_file` (for the test to end it)."""
+    code = (
+        "import os, sys, time; os.setsid(); "
+        "open(sys.argv[1], 'w').write(str(os.getpid())); time.sleep(300)"
+    )
+    return shlex.join([sys.executable, "-c", code, str(pid_file)])
+
+
+def kill_pid_in(pid_file: Path) -> None:
+    """End the process whose pid a test helper wrote to `pid_file`, if it ever started."""
+    with contextlib.suppress(FileNotFoundError, ValueError, ProcessLookupError):
+        os.kill(int(pid_file.read_text(encoding="utf-8")), signal.SIGKILL)
 
 
 class LocalMode:

@@ -12,6 +12,7 @@ import os
 import sys
 import time
 from collections.abc import AsyncIterator, Callable
+from pathlib import Path
 
 import pytest
 from noctaya.core.plan.autoscaling import AutoscalingPlan
@@ -19,7 +20,7 @@ from noctaya.gateway.local.autoscaler import autoscale
 from noctaya.gateway.local.engine import EngineReplica
 from noctaya.gateway.local.plan import EnginePlan
 
-from .support import pid_exists
+from .support import kill_pid_in, output_holder, pid_exists
 
 SLEEPER = (sys.executable, "-c", "import time; time.sleep(120)")
 DEADLINE = 10.0
@@ -127,3 +128,28 @@ async def test_an_engine_that_exits_is_started_again_after_a_back_off(
     messages = [record.getMessage() for record in caplog.records]
     assert any("exited on its own: exit code 3" in message for message in messages)
     assert "restarting the engine in 1s" in messages
+
+
+async def test_an_engine_that_exits_leaving_its_output_open_is_started_again(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    """A child that escaped into its own session keeps the output pipe open after the engine
+    exits; the supervisor must not wait for that pipe to close before restarting."""
+    caplog.set_level(logging.INFO, logger="noctaya.local")
+    holder = tmp_path / "holder.pid"
+    script = (
+        f"[ -e {holder} ] || {output_holder(holder)} &\n"
+        f"until [ -e {holder} ]; do sleep 0.05; done\n"
+        "exit 3\n"
+    )
+    leaving = ("/bin/sh", "-c", script)
+    try:
+        async with asyncio.timeout(3 * DEADLINE), Scaler(scaling(), argv=leaving) as scaler:
+            await scaler.states.put(True)
+
+            def starts() -> int:
+                return sum(r.getMessage().startswith("engine started") for r in caplog.records)
+
+            await eventually(lambda: starts() >= 2 and holder.exists())
+    finally:
+        kill_pid_in(holder)

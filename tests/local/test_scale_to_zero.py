@@ -17,9 +17,14 @@ from support.ports import free_port
 
 from .conftest import StartLocal
 from .support import (
+    DEADLINE,
+    kill_pid_in,
+    output_holder,
     pid_exists,
+    port_is_free,
     runtime_doc,
     service_doc,
+    wait_until,
     wait_until_gone,
     write_manifest,
 )
@@ -97,21 +102,25 @@ def test_sigint_on_an_idle_service_stops_the_gateway_and_exits_zero(
     assert local.lines[-1].endswith(f" {log_lines.STOPPED}")
 
 
-def stubborn_wrapper(tmp_path: Path) -> Path:
-    """An engine command that ignores SIGTERM and runs the stub as its own child."""
+def engine_script(tmp_path: Path, body: str) -> Path:
+    """An executable shell script as the engine command; `{stub}` in `body` names the stub."""
     stub = find_executable("noctaya-engine-stub")
     assert stub is not None
     script = tmp_path / "engine.sh"
-    script.write_text(
-        "#!/bin/sh\n"
-        "trap '' TERM\n"
-        f'"{stub}" "$@" &\n'
-        'echo $! > "$STUB_PID_FILE"\n'
-        "while :; do sleep 0.1; done\n",
-        encoding="utf-8",
-    )
+    script.write_text("#!/bin/sh\n" + body.replace("{stub}", stub), encoding="utf-8")
     script.chmod(script.stat().st_mode | stat.S_IXUSR)
     return script
+
+
+def stubborn_wrapper(tmp_path: Path) -> Path:
+    """An engine command that ignores SIGTERM and runs the stub as its own child."""
+    return engine_script(
+        tmp_path,
+        "trap '' TERM\n"
+        '"{stub}" "$@" &\n'
+        'echo $! > "$STUB_PID_FILE"\n'
+        "while :; do sleep 0.1; done\n",
+    )
 
 
 def test_sigterm_stops_gateway_engine_and_its_children_even_when_the_engine_ignores_sigterm(
@@ -189,3 +198,53 @@ def test_a_gateway_that_dies_ends_local_mode_with_exit_1_and_stops_the_engine(
     assert local.exit_code() == 1
     assert "the gateway exited unexpectedly (killed by SIGKILL)" in local.log()
     assert not pid_exists(engine)
+
+
+def test_sigterm_ends_local_mode_even_when_an_engine_child_holds_its_output(
+    tmp_path: Path, start_local: StartLocal
+) -> None:
+    port, holder = free_port(), tmp_path / "holder.pid"
+    script = engine_script(tmp_path, f'{output_holder(holder)} &\nexec "{{stub}}" "$@"\n')
+    service = service_doc()
+    service["spec"]["scaling"]["min"] = 1
+    runtime = runtime_doc(port, command=str(script), grace=1)
+    local = start_local(write_manifest(tmp_path / "svc.yaml", runtime, service))
+    try:
+        local.url()
+        engine = int(local.wait_for(log_lines.ENGINE_STARTED_RE)["pid"])
+        local.wait_for(re.compile(r"\[engine\] .*engine stub .* listening on"))
+        assert wait_until(holder.exists)
+
+        assert local.stop(signal.SIGTERM) == 0
+        assert not pid_exists(engine)
+        assert port_is_free(port)
+    finally:
+        kill_pid_in(holder)
+
+
+def test_sigkill_of_local_mode_takes_the_gateway_the_engine_and_its_children_along(
+    tmp_path: Path, start_local: StartLocal
+) -> None:
+    port, pid_file = free_port(), tmp_path / "stub.pid"
+    runtime = runtime_doc(
+        port, command=str(stubborn_wrapper(tmp_path)), env={"STUB_PID_FILE": str(pid_file)}
+    )
+    service = service_doc()
+    service["spec"]["scaling"]["min"] = 1
+    local = start_local(write_manifest(tmp_path / "svc.yaml", runtime, service))
+    gateway_port = int(local.url().rsplit(":", 1)[1].split("/")[0])
+    gateway = int(local.wait_for(log_lines.GATEWAY_STARTED_RE)["pid"])
+    engine = int(local.wait_for(log_lines.ENGINE_STARTED_RE)["pid"])
+    local.wait_for(re.compile(r"\[engine\] .*engine stub .* listening on"))
+    children = [gateway, engine, int(pid_file.read_text(encoding="utf-8"))]
+    try:
+        local.process.kill()
+        local.process.wait(timeout=DEADLINE)
+        assert wait_until(lambda: not any(pid_exists(pid) for pid in children)), [
+            pid for pid in children if pid_exists(pid)
+        ]
+        assert wait_until(lambda: port_is_free(port) and port_is_free(gateway_port))
+    finally:
+        for pid in children:
+            if pid_exists(pid):
+                os.kill(pid, signal.SIGKILL)

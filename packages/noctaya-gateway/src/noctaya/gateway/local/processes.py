@@ -1,35 +1,57 @@
 """Child processes local mode owns: each in its own process group, its output relayed, and a
-stop that leaves nothing behind.
+stop that leaves nothing behind, not even when local mode itself is killed.
 
 A process group per child is what makes "no orphans" hold: the engine command may be a wrapper
 that forks the real server (a shell script, `vllm serve` spawning workers), and signalling the
 group reaches all of them. The stop follows the kubelet: SIGTERM, the grace period, SIGKILL;
 and when the main process ends, whatever it left in its group is killed, as in a container.
+
+Each group also holds a keeper: a `sh` that waits for end-of-file on a pipe only local mode
+writes to, then kills its group. When local mode dies, even by SIGKILL, the kernel closes that
+pipe and the keeper takes the gateway or the engine, with their children, along (and so frees
+their ports) instead of leaving them orphaned.
+
+Output comes through a pipe local mode creates itself rather than asyncio's, whose `wait()`
+also waits for the pipe to close: a child that left the group (a `setsid` daemon) can hold it
+open for good, so once the process has exited its output is read for OUTPUT_DRAIN seconds more
+at most.
 """
 
 from __future__ import annotations
 
 import asyncio
 import contextlib
+import io
 import logging
 import os
 import signal
+import subprocess
 import sys
 from collections.abc import Callable, Mapping, Sequence
 
 log = logging.getLogger("noctaya.local")
 _LINE_LIMIT = 1 << 20
+OUTPUT_DRAIN = 2.0
+"""How long an exited process's output is still read while something else holds it open."""
+_KEEPER = ("/bin/sh", "-c", "trap '' HUP INT TERM; read _; kill -KILL 0")
 
 
 class ManagedProcess:
     """One started child; `name` prefixes its relayed output lines (`[engine] …`)."""
 
     def __init__(
-        self, name: str, process: asyncio.subprocess.Process, relay: asyncio.Task[None]
+        self,
+        name: str,
+        process: asyncio.subprocess.Process,
+        output: asyncio.ReadTransport,
+        relay: asyncio.Task[None],
+        keeper: _Keeper | None,
     ) -> None:
         self.name = name
         self._process = process
+        self._output = output
         self._relay = relay
+        self._keeper = keeper
 
     @classmethod
     async def start(
@@ -40,18 +62,29 @@ class ManagedProcess:
         on_line: Callable[[str], None] | None = None,
     ) -> ManagedProcess:
         """Raise OSError when `argv[0]` cannot be executed."""
-        process = await asyncio.create_subprocess_exec(
-            *argv,
-            env=dict(env),
-            stdin=asyncio.subprocess.DEVNULL,
-            stdout=asyncio.subprocess.PIPE,
-            stderr=asyncio.subprocess.STDOUT,
-            start_new_session=True,
-            limit=_LINE_LIMIT,
+        loop = asyncio.get_running_loop()
+        read_end, write_end = os.pipe()
+        try:
+            process = await asyncio.create_subprocess_exec(
+                *argv,
+                env=dict(env),
+                stdin=asyncio.subprocess.DEVNULL,
+                stdout=write_end,
+                stderr=write_end,
+                process_group=0,
+            )
+        except BaseException:
+            os.close(read_end)
+            raise
+        finally:
+            os.close(write_end)
+        keeper = await _Keeper.start(process.pid)
+        reader = asyncio.StreamReader(limit=_LINE_LIMIT)
+        output, _ = await loop.connect_read_pipe(
+            lambda: asyncio.StreamReaderProtocol(reader), io.FileIO(read_end, "r")
         )
-        assert process.stdout is not None
-        relay = asyncio.get_running_loop().create_task(_relay(name, process.stdout, on_line))
-        return cls(name, process, relay)
+        relay = loop.create_task(_relay(name, reader, on_line))
+        return cls(name, process, output, relay, keeper)
 
     @property
     def pid(self) -> int:
@@ -65,11 +98,13 @@ class ManagedProcess:
         """The exit code once the process has exited and its output has been relayed.
 
         Whatever the process left running in its group is killed with it, as a container's
-        processes end with its main process (and so none can hold the output pipe open).
+        processes end with its main process.
         """
         code = await self._process.wait()
         self._signal_group(signal.SIGKILL)
-        await asyncio.shield(self._relay)
+        if self._keeper is not None:
+            await self._keeper.release()
+        await self._drain()
         return code
 
     async def stop(self, grace: float) -> int:
@@ -84,10 +119,59 @@ class ManagedProcess:
                 self._signal_group(signal.SIGKILL)
         return await self.wait()
 
+    async def _drain(self) -> None:
+        if not self._relay.done():
+            await asyncio.wait({self._relay}, timeout=OUTPUT_DRAIN)
+        if not self._relay.done():
+            log.info(
+                "%s (pid %d) exited but a process outside its group holds its output open: "
+                "no longer reading it",
+                self.name,
+                self.pid,
+            )
+            self._relay.cancel()
+            await asyncio.wait({self._relay})
+        self._output.close()
+
     def _signal_group(self, sig: signal.Signals) -> None:
-        # The child leads its own session, so its pid is its process group id.
+        # The child leads its own process group, so its pid is the group id.
         with contextlib.suppress(ProcessLookupError, PermissionError):
             os.killpg(self._process.pid, sig)
+
+
+class _Keeper:
+    """The `sh` in a child's group that kills the group when local mode's lifeline closes."""
+
+    def __init__(self, process: asyncio.subprocess.Process, lifeline: int) -> None:
+        self._process = process
+        self._lifeline: int | None = lifeline
+
+    @classmethod
+    async def start(cls, group: int) -> _Keeper | None:
+        """None if the group is already gone (the child exited at once) or cannot be joined."""
+        read_end, write_end = os.pipe()
+        try:
+            process = await asyncio.create_subprocess_exec(
+                *_KEEPER,
+                stdin=read_end,
+                stdout=asyncio.subprocess.DEVNULL,
+                stderr=asyncio.subprocess.DEVNULL,
+                process_group=group,
+            )
+        except (OSError, subprocess.SubprocessError) as error:
+            os.close(write_end)
+            log.debug("no keeper for process group %d: %s", group, error)
+            return None
+        finally:
+            os.close(read_end)
+        return cls(process, write_end)
+
+    async def release(self) -> None:
+        """Close the lifeline (the keeper kills what is left of its group) and reap it."""
+        if self._lifeline is not None:
+            os.close(self._lifeline)
+            self._lifeline = None
+        await self._process.wait()
 
 
 async def _relay(
