@@ -220,3 +220,18 @@ def test_probe_ports_by_number_and_by_name_are_allowed() -> None:
     }
     runtime = parse_inferenceruntime(inference_runtime("ports", {"health": health}))
     assert runtime.spec.to_wire()["health"] == health
+
+
+def test_a_huge_value_is_quoted_as_a_short_excerpt() -> None:
+    (problem,) = _service(scaling={"metric": "q" * 100_000})
+    assert problem.startswith('spec.scaling.metric: Invalid value "qqqq')
+    assert len(problem) < 300
+
+
+def test_a_flood_of_problems_is_summarised_after_the_first_twenty() -> None:
+    manifest = llmservice("bad")
+    manifest["spec"]["imagePullSecrets"] = ["not an object"] * 30
+    with pytest.raises(InvalidResource) as caught:
+        parse_llmservice(manifest)
+    assert len(caught.value.problems) == 30
+    assert caught.value.message.endswith("; and 10 more")
