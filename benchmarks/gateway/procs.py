@@ -47,14 +47,25 @@ class Process:
                 self.popen.wait()
 
 
-def launch(command: list[str], env: dict[str, str], url: str, ready_path: str) -> Process:
-    """Start `command` and wait until `url + ready_path` answers (any HTTP status)."""
-    popen = subprocess.Popen(
-        command,
-        env={**os.environ, **env},
-        stdout=subprocess.DEVNULL,
-        stderr=None if os.environ.get("BENCH_VERBOSE") else subprocess.DEVNULL,
-    )
+def launch(
+    command: list[str], env: dict[str, str], url: str, ready_path: str, log: Path | None = None
+) -> Process:
+    """Start `command` and wait until `url + ready_path` answers (any HTTP status).
+
+    Its output goes to `log` when given, else to the terminal with BENCH_VERBOSE, else nowhere.
+    """
+    if log is not None:
+        with log.open("wb") as output:
+            popen = subprocess.Popen(
+                command, env={**os.environ, **env}, stdout=output, stderr=subprocess.STDOUT
+            )
+    else:
+        popen = subprocess.Popen(
+            command,
+            env={**os.environ, **env},
+            stdout=subprocess.DEVNULL,
+            stderr=None if os.environ.get("BENCH_VERBOSE") else subprocess.DEVNULL,
+        )
     deadline = time.monotonic() + 30
     while time.monotonic() < deadline:
         if popen.poll() is not None:
@@ -77,7 +88,7 @@ def engine(**env: str) -> Process:
     return launch([str(BIN / "noctaya-engine-stub")], settings, url, "/metrics")
 
 
-def gateway(backend: str, **env: str) -> Process:
+def gateway(backend: str, log: Path | None = None, **env: str) -> Process:
     port = free_port()
     settings = {
         "NOCTAYA_BACKEND_URL": backend,
@@ -87,7 +98,7 @@ def gateway(backend: str, **env: str) -> Process:
         **env,
     }
     url = f"http://127.0.0.1:{port}"
-    return launch([str(BIN / "noctaya-gateway")], settings, url, "/healthz")
+    return launch([str(BIN / "noctaya-gateway")], settings, url, "/healthz", log)
 
 
 def reference_proxy(client: str, backend: str) -> Process:

@@ -154,7 +154,7 @@ async def test_a_flood_of_streams_never_locks_keda_out(scaler: Scaler, keda: Ked
 
 
 async def _first_outcome(stream: ActiveStream) -> str:
-    """"message" (the first one arrived), "EOF", or the status code the stream failed with."""
+    """The first outcome: "message" (one arrived), "EOF", or the status code it failed with."""
     try:
         return "EOF" if await stream.ended(within=FLOOD_TIMEOUT) else "message"
     except grpc.aio.AioRpcError as error:
