@@ -19,6 +19,7 @@ from noctaya.core.api import (
     parse_llmservice,
     read_inferenceruntime,
     read_llmservice,
+    read_llmservice_status,
 )
 from support.manifests import inference_runtime, llmservice
 
@@ -27,6 +28,7 @@ DECODERS: list[Callable[[Any], object]] = [
     parse_inferenceruntime,
     read_llmservice,
     read_inferenceruntime,
+    read_llmservice_status,
 ]
 WIRE_KEYS = [
     "apiVersion", "kind", "metadata", "spec", "status", "model", "source", "uri", "runtime",
