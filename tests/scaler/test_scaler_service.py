@@ -159,3 +159,26 @@ async def _first_outcome(stream: ActiveStream) -> str:
         return "EOF" if await stream.ended(within=FLOOD_TIMEOUT) else "message"
     except grpc.aio.AioRpcError as error:
         return error.code().name
+
+
+async def test_a_compressed_request_is_bounded_by_its_decompressed_size(
+    scaler: Scaler, keda: Keda
+) -> None:
+    """50 MB of zeros gzip to a few KiB: the 64 KiB limit must hold after decompression."""
+    bomb = ref({"targetValue": "1", "padding": "0" * 50_000_000})
+    with pytest.raises(grpc.aio.AioRpcError) as raised:
+        await keda.stub.IsActive(bomb, timeout=30, compression=grpc.Compression.Gzip)
+    assert raised.value.code() == grpc.StatusCode.RESOURCE_EXHAUSTED
+    scaler.feed.publish(1)
+    assert await keda.is_active() is True
+
+
+async def test_thousands_of_metadata_entries_and_empty_names_are_served(
+    scaler: Scaler, keda: Keda
+) -> None:
+    """KEDA passes the trigger metadata through: what fits the 64 KiB limit is simply served."""
+    metadata = {f"k{n}": "" for n in range(5000)} | {"": "", "targetValue": "1"}
+    request = pb.ScaledObjectRef(name="", namespace="", scalerMetadata=metadata)
+    assert request.ByteSize() < 64 * 1024
+    scaler.feed.publish(2)
+    assert (await keda.stub.IsActive(request, timeout=10)).result is True
