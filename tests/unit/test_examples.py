@@ -1,4 +1,4 @@
-"""The shipped examples load through the API models and carry the profile facts of §5."""
+"""The shipped examples load through the API models and carry the reference vendor profiles."""
 
 from __future__ import annotations
 
