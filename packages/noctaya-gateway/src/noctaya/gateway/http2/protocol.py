@@ -4,7 +4,8 @@
   abandons, or a stream the client resets, is cleaned up at once; hypercorn left both in its
   priority tree, which caps at 1,000 streams and then crashed the connection.
 - A malformed request resets its own stream only (`malformed`).
-- Control-frame and reset floods end the connection with ENHANCE_YOUR_CALM (`floods`).
+- Control-frame and reset floods end the connection with ENHANCE_YOUR_CALM (`floods`);
+  PRIORITY frames for streams that are not open are ignored (RFC 9113 deprecates the scheme).
 - Request DATA arriving after the response ended is credited and dropped: HTTP/2 lets a server
   answer (a 429, a 401) before the body is complete, and hypercorn 0.18 raised on such frames,
   dropping the connection (pgjones/hypercorn#329, fixed after 0.18).
@@ -12,6 +13,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
 from typing import Any
 
@@ -23,6 +25,9 @@ from hypercorn.events import Closed, Event, RawData
 from hypercorn.protocol.h2 import H2Protocol
 from noctaya.gateway.http2.floods import FloodGuard
 from noctaya.gateway.http2.malformed import is_malformed
+
+LINGER = 1.0
+"""How long an abusive connection is drained after its GOAWAY before it is closed."""
 
 
 class GatewayH2Protocol(H2Protocol):
@@ -45,6 +50,8 @@ class GatewayH2Protocol(H2Protocol):
             if not self._floods.allows(event):
                 await self._calm_down()
                 return
+            if isinstance(event, h2.events.PriorityUpdated) and event.stream_id not in self.streams:
+                continue  # hypercorn would track it, up to the priority tree's 1,000, then crash
             if isinstance(event, h2.events.RequestReceived) and is_malformed(event.headers):
                 self.connection.reset_stream(event.stream_id, ErrorCodes.PROTOCOL_ERROR)
             elif isinstance(event, h2.events.DataReceived) and event.stream_id not in self.streams:
@@ -57,9 +64,16 @@ class GatewayH2Protocol(H2Protocol):
             await self._flush()  # the reset or the WINDOW_UPDATE must go out now
 
     async def _calm_down(self) -> None:
+        """GOAWAY, then discard what the client still sends for a moment before closing:
+        closing on unread input makes the kernel reset the connection, and the client would
+        lose the GOAWAY that tells it why (nginx's lingering close)."""
         self._calmed = True
         self.connection.close_connection(error_code=ErrorCodes.ENHANCE_YOUR_CALM)
         await self._flush()
+        self.task_group.spawn(self._close_after, LINGER)
+
+    async def _close_after(self, seconds: float) -> None:
+        await asyncio.sleep(seconds)
         await self.send(Closed())
 
     async def _close_stream(self, stream_id: int) -> None:

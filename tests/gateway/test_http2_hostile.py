@@ -1,0 +1,207 @@
+"""Hostile HTTP/2 clients, driven frame by frame over real sockets: windows never opened,
+malformed request heads, control-frame and reset floods. Each may cost its own stream or its own
+connection, never the gateway's memory, its CPU or anyone else's requests."""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import time
+from collections.abc import Callable
+from pathlib import Path
+
+import aiohttp
+import h2.errors
+import h2.settings
+import pytest
+
+from .conftest import StartGateway
+from .firehose import start_firehose
+from .h2_client import RawH2, request_headers
+from .support import Command, Engine, eventually, start_echo
+
+StartCommand = Callable[..., Command]
+LISTENING = r"gateway version \S+ listening on 127\.0\.0\.1:(\d+)"
+MIB = 1024 * 1024
+
+
+def _rss(pid: int) -> int:
+    """Resident memory of a process, in bytes."""
+    for line in Path(f"/proc/{pid}/status").read_text().splitlines():
+        if line.startswith("VmRSS:"):
+            return int(line.split()[1]) * 1024
+    raise AssertionError("no VmRSS line")
+
+
+async def test_clients_that_never_open_their_window_hold_bounded_buffers_then_get_reset(
+    commands: StartCommand, http: aiohttp.ClientSession
+) -> None:
+    """Five streams whose client reads the socket but never opens its flow-control window, in
+    front of a backend streaming as fast as it is read. The gateway once buffered the backend
+    stream whole (59 MiB to 1 GiB in 4 s for one stream); now it reads no faster than the client
+    takes, answers others promptly, and resets the stalled streams at the send timeout."""
+    firehose = await start_firehose()
+    gateway = commands(
+        "noctaya-gateway",
+        {
+            "NOCTAYA_BACKEND_URL": firehose.url,
+            "NOCTAYA_LISTEN_ADDR": "127.0.0.1:0",
+            "NOCTAYA_SCALER_LISTEN_ADDR": "127.0.0.1:0",
+            "NOCTAYA_CLIENT_SEND_TIMEOUT": "4s",
+        },
+    )
+    port = int((await gateway.wait_for_line(LISTENING)).group(1))
+    url = f"http://127.0.0.1:{port}"
+    async with http.get(f"{url}/healthz") as response:
+        assert response.status == 200
+    baseline = _rss(gateway.process.pid)
+    clients = [await RawH2.open(port, window=1024) for _ in range(5)]
+    try:
+        for client in clients:
+            client.request(1, request_headers("/v1/completions?stream=true", "GET"))
+        await eventually(lambda: firehose.streams == 5, what="five backend streams")
+        await asyncio.gather(*(client.read_for(2.0) for client in clients))
+        assert firehose.sent < 100 * MIB, f"backend read {firehose.sent / MIB:.0f} MiB"
+        grown = _rss(gateway.process.pid) - baseline
+        assert grown < 32 * MIB, f"gateway grew {grown / MIB:.0f} MiB"
+        started = time.monotonic()
+        async with http.post(f"{url}/healthz") as response:
+            assert response.status == 200
+        assert time.monotonic() - started < 1.0, "another client waited on the stalled ones"
+        for client in clients:
+            reply = await client.response(1, within=10)
+            assert reply.reset == h2.errors.ErrorCodes.INTERNAL_ERROR
+        await eventually(lambda: firehose.streams == 0, what="the backend reads to be ended")
+    finally:
+        for client in clients:
+            client.close()
+        firehose.server.close()
+
+
+MALFORMED = {
+    "non-ASCII :path": [(b":method", b"GET"), (b":path", b"/v1/\xff"), (b":scheme", b"http")],
+    "CONNECT without :path": [(b":method", b"CONNECT")],
+    "uppercase header name": [
+        (b":method", b"GET"), (b":path", b"/v1/models"), (b":scheme", b"http"), (b"X-Up", b"1")
+    ],
+    "te: gzip": [
+        (b":method", b"GET"), (b":path", b"/v1/models"), (b":scheme", b"http"), (b"te", b"gzip")
+    ],
+    "no :method": [(b":path", b"/v1/models"), (b":scheme", b"http")],
+}
+
+
+@pytest.mark.parametrize("head", MALFORMED.values(), ids=MALFORMED.keys())
+async def test_a_malformed_request_resets_its_own_stream_and_the_streaming_one_beside_it_ends(
+    start_gateway: StartGateway, head: list[tuple[bytes, bytes]]
+) -> None:
+    from .support import start_engine
+
+    engine = await start_engine(token_count=20, token_delay=0.02)
+    try:
+        gateway = await start_gateway(engine.url)
+        client = await RawH2.open(gateway.server.port, validate=False)
+        try:
+            client.request(1, request_headers("/v1/completions"), b'{"stream": true}')
+            await client.until(lambda: 1 in client.replies and client.replies[1].status != b"")
+            client.request(3, [*head, (b":authority", b"127.0.0.1")])
+            bad = await client.response(3)
+            assert bad.reset == h2.errors.ErrorCodes.PROTOCOL_ERROR
+            streamed = await client.response(1)
+            assert streamed.ended
+            assert streamed.body.endswith(b"data: [DONE]\n\n")
+            client.request(5, request_headers("/healthz", "GET"))
+            assert (await client.response(5)).status == b"200"
+            assert client.goaway is None
+        finally:
+            client.close()
+    finally:
+        engine.server.close()
+
+
+def _settings(client: RawH2, _: int) -> None:
+    client.connection.update_settings({h2.settings.SettingCodes.ENABLE_PUSH: 0})
+
+
+def _ping(client: RawH2, i: int) -> None:
+    client.connection.ping(i.to_bytes(8, "big"))
+
+
+def _priority(client: RawH2, i: int) -> None:
+    client.connection.prioritize(2 * i + 1, weight=16)
+
+
+def _tiny_window_update(client: RawH2, _: int) -> None:
+    client.connection.increment_flow_control_window(1)
+
+
+def _empty_data(client: RawH2, i: int) -> None:
+    if i == 0:
+        client.connection.send_headers(1, request_headers("/v1/completions"))
+    client.connection.send_data(1, b"")
+
+
+def _rapid_reset(client: RawH2, i: int) -> None:
+    client.connection.send_headers(2 * i + 1, request_headers("/v1/completions"))
+    client.connection.reset_stream(2 * i + 1)
+
+
+FLOODS = {
+    "SETTINGS": _settings,
+    "PING": _ping,
+    "PRIORITY": _priority,
+    "WINDOW_UPDATE": _tiny_window_update,
+    "empty DATA": _empty_data,
+    "rapid reset": _rapid_reset,
+}
+
+
+@pytest.mark.parametrize("frame", FLOODS.values(), ids=FLOODS.keys())
+async def test_a_frame_flood_ends_its_connection_with_enhance_your_calm_and_no_one_else_waits(
+    engine: Engine,
+    start_gateway: StartGateway,
+    http: aiohttp.ClientSession,
+    caplog: pytest.LogCaptureFixture,
+    frame: Callable[[RawH2, int], None],
+) -> None:
+    gateway = await start_gateway(engine.url)
+    client = await RawH2.open(gateway.server.port)
+    try:
+        for i in range(30_000):
+            frame(client, i)
+            if i % 500 == 0:
+                client.flush()
+                await client.read_for(0.001)  # let the gateway run between bursts, and listen
+                if client.goaway is not None or client.closed:
+                    break
+        client.flush()
+        started = time.monotonic()
+        async with http.get(f"{gateway.url}/healthz") as response:
+            assert response.status == 200
+        assert time.monotonic() - started < 1.0
+        await client.until_closed()
+    finally:
+        client.close()
+    assert client.goaway == h2.errors.ErrorCodes.ENHANCE_YOUR_CALM
+    errors = [r for r in caplog.records if r.levelno >= logging.ERROR]
+    assert errors == [], "no traceback for an abusive client"
+
+
+async def test_a_backend_failing_mid_stream_resets_the_h2_stream_instead_of_leaving_it_open(
+    start_gateway: StartGateway,
+) -> None:
+    echo = await start_echo()
+    try:
+        gateway = await start_gateway(echo.url)
+        client = await RawH2.open(gateway.server.port)
+        try:
+            client.request(1, request_headers("/die-mid-stream", "GET"))
+            reply = await client.response(1)
+            assert reply.reset == h2.errors.ErrorCodes.INTERNAL_ERROR
+            assert reply.body == b'data: {"partial": true}\n\n'
+            client.request(3, request_headers("/healthz", "GET"))
+            assert (await client.response(3)).status == b"200"
+        finally:
+            client.close()
+    finally:
+        echo.server.close()
