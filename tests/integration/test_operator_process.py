@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import http.client
 import re
+import socket
 import ssl
 import subprocess
 import time
@@ -15,6 +16,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from cryptography import x509
 from kubernetes import client as k8s
 from kubernetes.client.exceptions import ApiException
 from noctaya.k8s.runtime import LEADER_ELECTION_ID
@@ -326,7 +328,20 @@ def _scraper(
     return service_account_token(api_client, namespace, name), cleanup
 
 
-def test_secure_metrics_answer_only_scrapers_the_api_server_allows(
+def _reviews(api_client: k8s.ApiClient) -> dict[str, float]:
+    """TokenReviews and SubjectAccessReviews the API server has answered so far."""
+    response = api_client.rest_client.request("GET", f"{api_client.configuration.host}/metrics")
+    body = response.read().decode()
+    counts = dict.fromkeys(("tokenreviews", "subjectaccessreviews"), 0.0)
+    for resource, value in re.findall(
+        r'^apiserver_request_total{[^}]*resource="(\w+)"[^}]*} (\S+)$', body, re.M
+    ):
+        if resource in counts:
+            counts[resource] += float(value)
+    return counts
+
+
+def test_secure_metrics_answer_only_allowed_scrapers_and_ask_the_api_server_once_per_token(
     api_client: k8s.ApiClient,
     namespace: str,
     operator_kubeconfig: Path,
@@ -356,6 +371,13 @@ def test_secure_metrics_answer_only_scrapers_the_api_server_allows(
                 CONVERGE,
                 "the reader's scrape to be allowed",
             )
+            before = _reviews(api_client)
+            again = [
+                _get(metrics_port, "/metrics", client_tls, token)[0]
+                for token in (reader, stranger, "not-a-token")
+                for _ in range(5)
+            ]
+            asked = {name: n - before[name] for name, n in _reviews(api_client).items()}
             code, _ = operator.terminate()
     finally:
         unbind_reader()
@@ -365,4 +387,73 @@ def test_secure_metrics_answer_only_scrapers_the_api_server_allows(
     assert bogus == (401, "Unauthorized\n")
     assert refused == (403, "Forbidden\n")
     assert "controller_runtime_reconcile_total" in allowed[1]
+    # Decisions are remembered for a while: repeated scrapes cost the API server nothing.
+    assert again == [200] * 5 + [403] * 5 + [401] * 5
+    assert asked == {"tokenreviews": 0, "subjectaccessreviews": 0}
     assert code == 0
+
+
+def _served_certificate(port: int, trust: ssl.SSLContext) -> bytes:
+    with (
+        socket.create_connection(("127.0.0.1", port), timeout=10) as raw,
+        trust.wrap_socket(raw) as tls,
+    ):
+        certificate = tls.getpeercert(binary_form=True)
+    assert certificate is not None
+    return certificate
+
+
+def test_secure_metrics_without_a_certificate_are_served_with_a_generated_one(
+    operator_kubeconfig: Path, tmp_path: Path
+) -> None:
+    metrics_port = free_port()
+    operator = OperatorProcess(
+        operator_kubeconfig,
+        tmp_path / "operator.log",
+        f"--metrics-bind-address=127.0.0.1:{metrics_port}",  # --metrics-secure is true by default
+    )
+    unverified = ssl.create_default_context()
+    unverified.check_hostname = False
+    unverified.verify_mode = ssl.CERT_NONE
+    with running(operator):
+        operator.wait_ready()
+        anonymous = _get(metrics_port, "/metrics", unverified)
+        served = x509.load_der_x509_certificate(_served_certificate(metrics_port, unverified))
+        code, _ = operator.terminate()
+
+    assert anonymous == (401, "Unauthorized\n")  # over TLS, behind the access review
+    assert served.issuer == served.subject
+    assert any("self-signed certificate generated at start-up" in m for m in operator.messages())
+    assert code == 0, operator.log_text()
+
+
+def test_a_rotated_metrics_certificate_is_served_without_a_restart(
+    operator_kubeconfig: Path, tmp_path: Path
+) -> None:
+    authority = CertificateAuthority("metrics-ca")
+    cert_dir = tmp_path / "metrics-certs"
+    cert_dir.mkdir()
+    authority.issue("before", server=True).write(cert_dir, "tls")
+    trust = ssl.create_default_context(cadata=authority.cert_pem.decode())
+    trust.check_hostname = False
+    metrics_port = free_port()
+    operator = OperatorProcess(
+        operator_kubeconfig,
+        tmp_path / "operator.log",
+        f"--metrics-bind-address=127.0.0.1:{metrics_port}",
+        f"--metrics-cert-path={cert_dir}",
+    )
+    with running(operator):
+        operator.wait_ready()
+        before = _served_certificate(metrics_port, trust)
+        authority.issue("after", server=True).write(cert_dir, "tls")
+        after = poll(
+            lambda: (c := _served_certificate(metrics_port, trust)) != before and c,
+            CONVERGE,
+            "the rotated certificate to be served",
+        )
+        code, _ = operator.terminate()
+
+    common_name = x509.load_der_x509_certificate(after).subject.rfc4514_string()
+    assert common_name == "CN=after"
+    assert code == 0, operator.log_text()

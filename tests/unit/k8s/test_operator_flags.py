@@ -150,11 +150,14 @@ def test_malformed_listen_addresses_are_refused_naming_which_address(
     assert _refused(argv).startswith(message)
 
 
-def test_secure_metrics_without_a_certificate_are_refused_with_the_ways_out() -> None:
-    message = _refused(["--metrics-bind-address=:8443"])
-    assert "--metrics-cert-path" in message
-    assert "--metrics-secure=false" in message
-    assert "tls.crt and tls.key" in message
+def test_secure_metrics_without_a_certificate_are_accepted_a_certificate_is_generated() -> None:
+    flags = parse_flags(["--metrics-bind-address=:8443"])
+    validate(flags)
+    assert (flags.metrics_enabled, flags.metrics_secure, flags.metrics_cert_path) == (
+        True,
+        True,
+        "",
+    )
 
 
 def test_metrics_are_enabled_by_an_address_and_may_be_plain_http() -> None:

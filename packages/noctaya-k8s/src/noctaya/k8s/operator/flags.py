@@ -1,4 +1,4 @@
-"""The operator's command line (reference §1.2), parsed the way Go's `flag` package would.
+"""The operator's command line, parsed the way Go's `flag` package would.
 
 Deployment manifests written for the reference pass `--leader-elect=true`, so booleans take an
 optional `=value` in Go's `strconv.ParseBool` spellings, and a bare `--leader-elect` means true.
@@ -119,7 +119,8 @@ def build_parser() -> argparse.ArgumentParser:
         "--metrics-cert-path",
         default="",
         metavar="DIR",
-        help="directory holding the metrics server certificate",
+        help="directory holding the metrics server certificate, re-read when it changes; "
+        "empty: a self-signed one is generated at start-up",
     )
     add("--metrics-cert-name", default="tls.crt", help="certificate file in --metrics-cert-path")
     add("--metrics-cert-key", default="tls.key", help="key file in --metrics-cert-path")
@@ -184,9 +185,3 @@ def validate(flags: OperatorFlags) -> None:
         raise FlagError(str(error)) from error
     if not flags.gateway_image.strip():
         raise FlagError("gateway image must not be empty")
-    if flags.metrics_enabled and flags.metrics_secure and not flags.metrics_cert_path:
-        raise FlagError(
-            "secure metrics need a serving certificate: set --metrics-cert-path to a directory "
-            f"holding {flags.metrics_cert_name} and {flags.metrics_cert_key}, or serve plain "
-            "HTTP with --metrics-secure=false (or disable metrics with --metrics-bind-address=0)"
-        )

@@ -8,18 +8,21 @@ flags that do not parse.
 from __future__ import annotations
 
 import logging
+import socket
 import sys
 from collections.abc import Sequence
 from importlib.metadata import version
 
 from kubernetes import client as k8s
 from noctaya.k8s.controller import build_controller
+from noctaya.k8s.operator.access_review import AccessReview
 from noctaya.k8s.operator.cluster import ClusterConfigError, load_api_client, manager_namespace
 from noctaya.k8s.operator.flags import FlagError, OperatorFlags, parse_flags, validate
 from noctaya.k8s.operator.leader_event import announce_leadership
 from noctaya.k8s.operator.logging_setup import configure_logging
 from noctaya.k8s.operator.metrics import ControllerMetrics
-from noctaya.k8s.operator.metrics_server import AccessReview, MetricsServer, server_tls
+from noctaya.k8s.operator.metrics_server import MetricsServer, TlsContexts
+from noctaya.k8s.operator.serving_certificate import CertificateFiles, self_signed_context
 from noctaya.k8s.reconciler import OperatorSettings
 from noctaya.k8s.runtime import (
     LeaderElectionConfig,
@@ -100,9 +103,25 @@ def _metrics_server(
     return MetricsServer(
         flags.metrics_bind_address,
         metrics.registry,
-        tls=server_tls(flags.metrics_cert_path, flags.metrics_cert_name, flags.metrics_cert_key),
+        tls=_metrics_tls(flags),
         reviewer=AccessReview(api_client),
     )
+
+
+def _metrics_tls(flags: OperatorFlags) -> TlsContexts:
+    """The given certificate, followed as it rotates; else one generated now."""
+    if flags.metrics_cert_path:
+        return CertificateFiles(
+            flags.metrics_cert_path, flags.metrics_cert_name, flags.metrics_cert_key
+        )
+    hostname = socket.gethostname()
+    context = self_signed_context(hostname)
+    log.info(
+        "no --metrics-cert-path: serving metrics with a self-signed certificate generated at "
+        "start-up; scrapers must skip verification or pass one with --metrics-cert-path",
+        extra={"hostname": hostname},
+    )
+    return lambda: context
 
 
 if __name__ == "__main__":

@@ -1,83 +1,123 @@
 """`/metrics` on `--metrics-bind-address`: plain HTTP, or HTTPS behind the API server's verdict.
 
-Secure mode is controller-runtime's authn/authz filter: the caller's bearer token goes to a
-TokenReview (who is this?) and the user to a SubjectAccessReview for `get` on the non-resource
-URL `/metrics` (may they?). It speaks HTTP/1.1 only (ALPN offers nothing else), which is what
-`--enable-http2=false` asks for; the certificate is read once at start.
+A fixed pool of worker threads serves the connections, so a flood of them (or of TLS
+handshakes that never finish) costs no more threads than the pool holds. A connection that
+finds every worker busy waits in a short queue; one that finds the queue full, or waited there
+too long, is closed unanswered at once. The TLS context is asked for on every connection, so a
+rotated certificate is served without a restart.
 """
 
 from __future__ import annotations
 
 import logging
+import queue
+import socket
 import ssl
+import threading
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
 from http import HTTPStatus
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
-from pathlib import Path
+from http.server import BaseHTTPRequestHandler, HTTPServer
 from typing import Any, cast
 
-from kubernetes import client as k8s
+from noctaya.k8s.operator.access_review import AccessReview
 from noctaya.k8s.runtime.health import BackgroundServer, bind_server, parse_probe_address
-from noctaya.k8s.runtime.resources import describe_error
 from prometheus_client import CONTENT_TYPE_LATEST, CollectorRegistry, generate_latest
 
 log = logging.getLogger(__name__)
 
 METRICS_PATH = "/metrics"
-_REQUEST_TIMEOUT = 10.0
+
+TlsContexts = Callable[[], ssl.SSLContext]
+"""The server context for the next connection (the current certificate)."""
 
 
-class AccessReview:
-    """Asks the API server whether a bearer token may read a path; fails closed on errors."""
+@dataclass(frozen=True)
+class ServingLimits:
+    """How much of the process the metrics endpoint may take. Prometheus scrapes one at a time."""
 
-    def __init__(self, api_client: k8s.ApiClient) -> None:
-        self._authentication = k8s.AuthenticationV1Api(api_client)
-        self._authorization = k8s.AuthorizationV1Api(api_client)
+    workers: int = 4
+    queue_size: int = 16
+    queue_wait: float = 5.0  # seconds a queued connection may wait for a worker
+    request_timeout: float = 10.0  # a client that stalls (or never finishes TLS) loses its worker
 
-    def status(self, authorization: str | None, path: str) -> HTTPStatus:
-        scheme, _, token = (authorization or "").partition(" ")
-        if scheme.lower() != "bearer" or not token.strip():
-            return HTTPStatus.UNAUTHORIZED
-        try:
-            review: Any = self._authentication.create_token_review(
-                k8s.V1TokenReview(spec=k8s.V1TokenReviewSpec(token=token.strip())),
-                _request_timeout=_REQUEST_TIMEOUT,
+    def __post_init__(self) -> None:
+        if self.workers < 1 or self.queue_size < 1:
+            raise ValueError(
+                f"metrics serving needs at least 1 worker and 1 queue slot, "
+                f"got workers={self.workers}, queue_size={self.queue_size}"
             )
-        except Exception as error:
-            log.warning("metrics: token review failed: %s", describe_error(error))
-            return HTTPStatus.UNAUTHORIZED
-        if not review.status or not review.status.authenticated:
-            return HTTPStatus.UNAUTHORIZED
-        user = review.status.user
-        spec = k8s.V1SubjectAccessReviewSpec(
-            user=user.username,
-            uid=user.uid,
-            groups=user.groups,
-            extra=user.extra,
-            non_resource_attributes=k8s.V1NonResourceAttributes(path=path, verb="get"),
-        )
-        try:
-            decision: Any = self._authorization.create_subject_access_review(
-                k8s.V1SubjectAccessReview(spec=spec), _request_timeout=_REQUEST_TIMEOUT
-            )
-        except Exception as error:
-            log.warning("metrics: access review failed: %s", describe_error(error))
-            return HTTPStatus.FORBIDDEN
-        if not decision.status or not decision.status.allowed:
-            log.debug("metrics: %s may not get %s", user.username, path)
-            return HTTPStatus.FORBIDDEN
-        return HTTPStatus.OK
 
 
-class _MetricsHTTPServer(ThreadingHTTPServer):
+_Pending = tuple[socket.socket, Any, float]  # connection, client address, when queued
+
+
+class _PooledHTTPServer(HTTPServer):
+    request_queue_size = socket.SOMAXCONN  # the listen backlog, as Go's listeners have
     registry: CollectorRegistry
     reviewer: AccessReview | None
+    tls: TlsContexts | None
+    limits: ServingLimits
+
+    _pending: queue.Queue[_Pending | None] | None = None  # made by start_workers
+
+    def start_workers(self) -> None:
+        self._pending = queue.Queue(self.limits.queue_size)
+        for number in range(self.limits.workers):
+            threading.Thread(target=self._work, name=f"metrics {number}", daemon=True).start()
+
+    def process_request(self, request: Any, client_address: Any) -> None:
+        """Runs on the accepting thread: hand over, or close at once when the queue is full."""
+        assert self._pending is not None, "start_workers before serving"
+        try:
+            self._pending.put_nowait((request, client_address, time.monotonic()))
+        except queue.Full:
+            log.debug("metrics: all workers busy; closed a connection from %s", client_address[0])
+            self.shutdown_request(request)
+
+    def server_close(self) -> None:
+        super().server_close()
+        if self._pending is None:
+            return
+        while True:  # connections still queued are closed unanswered
+            try:
+                pending = self._pending.get_nowait()
+            except queue.Empty:
+                break
+            if pending is not None:
+                self.shutdown_request(pending[0])
+        for _ in range(self.limits.workers):
+            self._pending.put(None)
+
+    def _work(self) -> None:
+        assert self._pending is not None
+        while (pending := self._pending.get()) is not None:
+            request, address, queued_at = pending
+            connection = request
+            try:
+                if time.monotonic() - queued_at <= self.limits.queue_wait:
+                    connection = self._secure(request)
+                    self.finish_request(connection, address)
+            except Exception as error:  # a failed handshake, a reset: the client's problem
+                log.debug("metrics: connection from %s ended: %s", address[0], error)
+            finally:
+                self.shutdown_request(connection)
+
+    def _secure(self, request: socket.socket) -> socket.socket:
+        if self.tls is None:
+            return request
+        request.settimeout(self.limits.request_timeout)
+        return self.tls().wrap_socket(request, server_side=True)
 
 
 class _Handler(BaseHTTPRequestHandler):
-    timeout = _REQUEST_TIMEOUT  # a client that stalls (or never finishes TLS) loses its thread
+    def setup(self) -> None:
+        super().setup()
+        self.connection.settimeout(cast(_PooledHTTPServer, self.server).limits.request_timeout)
 
     def do_GET(self) -> None:
-        server = cast(_MetricsHTTPServer, self.server)
+        server = cast(_PooledHTTPServer, self.server)
         path = self.path.split("?", 1)[0]
         if path != METRICS_PATH:
             self._error(HTTPStatus.NOT_FOUND)
@@ -108,31 +148,17 @@ class _Handler(BaseHTTPRequestHandler):
         """Scrapes every few seconds would flood the operator log."""
 
 
-def server_tls(cert_dir: str, cert_name: str, key_name: str) -> ssl.SSLContext:
-    """TLS 1.2+ with the certificate in `cert_dir`, HTTP/1.1 only."""
-    context = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
-    context.minimum_version = ssl.TLSVersion.TLSv1_2
-    cert, key = Path(cert_dir) / cert_name, Path(cert_dir) / key_name
-    try:
-        context.load_cert_chain(cert, key)
-    except OSError as error:  # ssl.SSLError included
-        reason = error.strerror or str(error)
-        message = f"cannot load the metrics certificate {cert} and key {key}: {reason}"
-        raise OSError(message) from error
-    context.set_alpn_protocols(["http/1.1"])
-    return context
-
-
 class MetricsServer(BackgroundServer):
-    """Serves `registry` in a background thread until `stop`."""
+    """Serves `registry` in the background until `stop`."""
 
     def __init__(
         self,
         address: str,
         registry: CollectorRegistry,
         *,
-        tls: ssl.SSLContext | None = None,
+        tls: TlsContexts | None = None,
         reviewer: AccessReview | None = None,
+        limits: ServingLimits | None = None,
     ) -> None:
         super().__init__("metrics")
         parsed = parse_probe_address(address, "metrics bind")
@@ -142,16 +168,15 @@ class MetricsServer(BackgroundServer):
         self._registry = registry
         self._tls = tls
         self._reviewer = reviewer
+        self._limits = limits or ServingLimits()
 
     def start(self) -> None:
-        server = cast(_MetricsHTTPServer, bind_server(self._host, self._port, _Handler))
+        server = bind_server(self._host, self._port, _Handler, _PooledHTTPServer)
         server.registry = self._registry
         server.reviewer = self._reviewer
-        if self._tls is not None:
-            # The handshake happens on first read, in the connection's own thread.
-            server.socket = self._tls.wrap_socket(
-                server.socket, server_side=True, do_handshake_on_connect=False
-            )
+        server.tls = self._tls
+        server.limits = self._limits
+        server.start_workers()
         self._serve(server, "metrics")
         scheme = "https" if self._tls else "http"
         log.info(

@@ -9,7 +9,8 @@ from __future__ import annotations
 import logging
 import socket
 import threading
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from http.server import BaseHTTPRequestHandler, HTTPServer, ThreadingHTTPServer
+from typing import TypeVar
 
 from noctaya.core.values.listen_address import (
     AddressProblem,
@@ -18,6 +19,7 @@ from noctaya.core.values.listen_address import (
 )
 
 log = logging.getLogger(__name__)
+_Server = TypeVar("_Server", bound=HTTPServer)
 
 PATHS = frozenset({"/healthz", "/readyz"})
 DISABLED = "0"
@@ -62,22 +64,12 @@ class _Handler(BaseHTTPRequestHandler):
         """Probes every few seconds would flood the operator log."""
 
 
-class _DualStackServer(ThreadingHTTPServer):
-    """Every interface, IPv4 and IPv6, like Go's listener on `:port`."""
-
-    address_family = socket.AF_INET6
-
-    def server_bind(self) -> None:
-        self.socket.setsockopt(socket.IPPROTO_IPV6, socket.IPV6_V6ONLY, 0)
-        super().server_bind()
-
-
 class BackgroundServer:
     """Serves HTTP on a daemon thread between `_serve` and `stop` (probes and metrics)."""
 
     def __init__(self, what: str) -> None:
         self._what = what
-        self._server: ThreadingHTTPServer | None = None
+        self._server: HTTPServer | None = None
 
     @property
     def port(self) -> int:
@@ -86,8 +78,9 @@ class BackgroundServer:
             raise RuntimeError(f"{self._what} server not started")
         return int(self._server.server_address[1])
 
-    def _serve(self, server: ThreadingHTTPServer, thread_name: str) -> None:
-        server.daemon_threads = True
+    def _serve(self, server: HTTPServer, thread_name: str) -> None:
+        if isinstance(server, ThreadingHTTPServer):
+            server.daemon_threads = True
         self._server = server
         threading.Thread(
             target=server.serve_forever,
@@ -117,7 +110,7 @@ class HealthServer(BackgroundServer):
 
     def start(self) -> None:
         try:
-            server = bind_server(self._host, self._port, _Handler)
+            server = bind_server(self._host, self._port, _Handler, ThreadingHTTPServer)
         except OSError as error:
             raise OSError(
                 error.errno, f'cannot serve health probes on "{self._address}": {error.strerror}'
@@ -126,12 +119,39 @@ class HealthServer(BackgroundServer):
         log.info("health probes on %s:%d (/healthz, /readyz)", self._host or "*", self.port)
 
 
-def bind_server(host: str, port: int, handler: type[BaseHTTPRequestHandler]) -> ThreadingHTTPServer:
-    """A threading HTTP server on a parsed address (empty host: every interface, both stacks)."""
+def bind_server(
+    host: str,
+    port: int,
+    handler: type[BaseHTTPRequestHandler],
+    server_class: type[_Server],
+) -> _Server:
+    """A bound, listening server on a parsed address (empty host: every interface, both stacks)."""
     if host:
-        server_class = _DualStackServer if ":" in host else ThreadingHTTPServer
-        return server_class((host, port), handler)
+        return _bind(server_class, (host, port), handler, dual_stack=":" in host)
     try:
-        return _DualStackServer(("::", port), handler)
+        return _bind(server_class, ("::", port), handler, dual_stack=True)
     except OSError:  # no IPv6 in this network namespace
-        return ThreadingHTTPServer(("0.0.0.0", port), handler)
+        return _bind(server_class, ("0.0.0.0", port), handler, dual_stack=False)
+
+
+def _bind(
+    server_class: type[_Server],
+    address: tuple[str, int],
+    handler: type[BaseHTTPRequestHandler],
+    *,
+    dual_stack: bool,
+) -> _Server:
+    """IPv6 sockets also take IPv4 connections, like Go's listener on `:port`."""
+    server = server_class(address, handler, bind_and_activate=False)
+    try:
+        if dual_stack:
+            server.socket.close()
+            server.address_family = socket.AF_INET6
+            server.socket = socket.socket(socket.AF_INET6, server.socket_type)
+            server.socket.setsockopt(socket.IPPROTO_IPV6, socket.IPV6_V6ONLY, 0)
+        server.server_bind()
+        server.server_activate()
+    except BaseException:
+        server.server_close()
+        raise
+    return server
