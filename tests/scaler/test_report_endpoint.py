@@ -315,6 +315,44 @@ async def test_the_reported_lone_surrogate_with_connection_close_gets_400_at_onc
     assert not [record for record in caplog.records if record.exc_info]
 
 
+@pytest.mark.parametrize(
+    ("framing", "status", "closes"),
+    [
+        (b"\r\n" + report("gw/r"), b"400", False),  # no Content-Length: an empty body
+        (b"Content-Length: 99999999999\r\n\r\n" + report("gw/r"), b"400", True),
+        (b"Content-Length: %d\r\nConnection: close\r\n\r\n%s" % (3, b"{}}"), b"400", True),
+    ],
+    ids=["missing-content-length", "oversized-content-length", "connection-close"],
+)
+async def test_raw_report_framings_are_answered_at_once(
+    aggregator: AggregatorServer,
+    seeded: tuple[object, ...],
+    framing: bytes,
+    status: bytes,
+    closes: bool,
+) -> None:
+    reader, writer = await connect(aggregator.http_port)
+    writer.write(AUTHORIZED_POST + framing)
+    head, answer = await asyncio.wait_for(response(reader), 4)
+    assert (head.split(b" ")[1], answer) == (status, INVALID.encode())
+    if closes:
+        assert await closed_by_server(reader, within=4)
+    writer.close()
+    assert snapshot(aggregator) == seeded
+
+
+async def test_an_http_1_0_report_is_accepted_at_once(aggregator: AggregatorServer) -> None:
+    body = report("gw/old")
+    reader, writer = await connect(aggregator.http_port)
+    head = AUTHORIZED_POST.replace(b"HTTP/1.1", b"HTTP/1.0")
+    writer.write(head + b"Content-Length: %d\r\n\r\n%s" % (len(body), body))
+    answer, _ = await asyncio.wait_for(response(reader), 4)
+    assert answer.startswith(b"HTTP/1.1 204 ")
+    assert await closed_by_server(reader, within=4)
+    writer.close()
+    assert aggregator.aggregate.current() == 1
+
+
 async def test_a_chunked_report_is_accepted(aggregator: AggregatorServer) -> None:
     reader, writer = await connect(aggregator.http_port)
     writer.write(_chunked_post(report("gw/c"), 7))
