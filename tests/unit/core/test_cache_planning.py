@@ -1,4 +1,4 @@
-"""§1.6.8/§1.6.9: strategy → cache volume, read-only rules, readiness marker, prewarm Job."""
+"""Cache planning: strategy → cache volume, read-only rules, readiness marker, prewarm Job."""
 
 import ast
 import subprocess

@@ -1,4 +1,4 @@
-"""§4: every model URI form, the path the runtime sees, how the weights arrive, every error."""
+"""Model sources: every URI form, the path the runtime sees, how the weights arrive, every error."""
 
 import pytest
 from noctaya.core.errors import NoctayaError

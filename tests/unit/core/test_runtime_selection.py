@@ -1,4 +1,4 @@
-"""§1.4: pin by name, or the first vendor with a runtime and its highest priority; ties fail."""
+"""Runtime selection: pin by name, or the first vendor with a runtime, then top priority."""
 
 import pytest
 from noctaya.core.errors import NoctayaError

@@ -1,4 +1,4 @@
-"""§1.5: the three template fields, Go's trim markers, and errors instead of empty strings."""
+"""Templating: the three template fields, Go's trim markers, and errors instead of empty strings."""
 
 import pytest
 from noctaya.core.errors import NoctayaError

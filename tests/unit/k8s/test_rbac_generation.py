@@ -1,4 +1,4 @@
-"""The committed RBAC is what the generator writes, and the ClusterRole grants exactly §1.2."""
+"""The committed RBAC is what the generator writes; the ClusterRole grants exactly the reference."""
 
 from __future__ import annotations
 
@@ -13,7 +13,7 @@ REPO = Path(__file__).resolve().parents[3]
 RBAC = REPO / "config" / "rbac"
 CRUD = {"create", "delete", "get", "list", "patch", "update", "watch"}
 
-# Reference §1.2, written out independently of the generator: (group, resource) -> verbs.
+# The reference's rules, written out independently of the generator: (group, resource) -> verbs.
 MANAGER_GRANTS = {
     ("serving.noctaya.io", "llmservices"): {"get", "list", "watch"},
     ("serving.noctaya.io", "inferenceruntimes"): {"get", "list", "watch"},
