@@ -128,8 +128,10 @@ async def _soak(
         *(_good_chat(targets, good, stream=n % 2 == 1) for n in range(6)),
         _good_reports(targets, good),
         _good_keda(targets, good),
-        *(_slow_body(targets, tally) for _ in range(4)),
-        *(_slow_head(targets, tally) for _ in range(4)),
+        *(_trickle(gateway_port, targets, tally, "slow body", SLOW_BODY) for _ in range(3)),
+        *(_trickle(gateway_port, targets, tally, "slow head", SLOW_HEAD) for _ in range(3)),
+        _trickle(aggregator_port, targets, tally, "slow report body (aggregator)", SLOW_REPORT),
+        _trickle(aggregator_port, targets, tally, "slow head (aggregator)", SLOW_HEAD),
         *(_h2_closed_window(targets, tally) for _ in range(2)),
         _h2_bad_headers(targets, tally),
         _h2_settings_flood(targets, tally),
@@ -218,25 +220,23 @@ async def _good_keda(targets: Targets, good: Tally) -> None:
 # Abusive HTTP/1.1 clients.
 
 
-async def _slow_body(targets: Targets, tally: Tally) -> None:
-    """Promise a large body, then send one byte every 0.5 s until the gateway gives up."""
-    head = (
-        f"POST {CHAT} HTTP/1.1\r\nHost: soak\r\nContent-Type: application/json\r\n"
-        "Content-Length: 100000\r\n\r\n"
-    ).encode()
-    await _trickle(targets, tally, "slow body", head)
+SLOW_BODY = (
+    f"POST {CHAT} HTTP/1.1\r\nHost: soak\r\nContent-Type: application/json\r\n"
+    "Content-Length: 60000\r\n\r\n"
+).encode()
+SLOW_REPORT = (
+    f"POST /v1/demand HTTP/1.1\r\nHost: soak\r\nAuthorization: Bearer {TOKEN}\r\n"
+    "Content-Length: 60000\r\n\r\n"
+).encode()
+SLOW_HEAD = b"GET /healthz HTTP/1.1\r\nHost: soak\r\nX-A: "
 
 
-async def _slow_head(targets: Targets, tally: Tally) -> None:
-    """Send a request head one byte every 0.5 s (slowloris)."""
-    await _trickle(targets, tally, "slow head", b"GET /healthz HTTP/1.1\r\nHost: soak\r\nX-A: ")
-
-
-async def _trickle(targets: Targets, tally: Tally, kind: str, prefix: bytes) -> None:
+async def _trickle(port: int, targets: Targets, tally: Tally, kind: str, prefix: bytes) -> None:
+    """Send `prefix`, then one byte every 0.5 s until the server answers or gives up."""
     loop = asyncio.get_running_loop()
     while _running(targets):
         try:
-            reader, writer = await asyncio.open_connection("127.0.0.1", targets.gateway)
+            reader, writer = await asyncio.open_connection("127.0.0.1", port)
         except OSError:
             tally.add(kind, "connect failed")
             await asyncio.sleep(0.5)
