@@ -135,8 +135,9 @@ class LeaderElector:
             pause = min(self.config.retry_period, deadline - self._clock())
             if stop.wait(max(pause, 0.0)):
                 return
+            attempted = self._clock()  # the record written now counts from here, not later
             if self._try_acquire_or_renew(deadline):
-                renewed = self._clock()
+                renewed = attempted
             elif self._clock() >= deadline:
                 self._leading.clear()
                 log.error(
