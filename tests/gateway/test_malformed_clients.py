@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import logging
 import socket
 
 import aiohttp
@@ -12,7 +13,8 @@ from noctaya.gateway.config import GatewayConfig
 from noctaya.gateway.server import hypercorn_config
 
 from .conftest import StartGateway
-from .support import Engine, eventually
+from .firehose import start_firehose
+from .support import Engine, eventually, raw_exchange, start_echo
 
 
 async def _send_raw(port: int, data: bytes) -> bytes:
@@ -147,3 +149,94 @@ async def test_slow_request_heads_hold_their_own_connections_and_nothing_else(
     finally:
         for writer in writers:
             writer.close()
+
+
+async def _read_until_closed(reader: asyncio.StreamReader) -> bytes:
+    async with asyncio.timeout(5):
+        return await reader.read()
+
+
+async def test_content_length_beside_chunked_is_answered_then_the_connection_is_closed(
+    start_gateway: StartGateway,
+) -> None:
+    """Framed by its chunks, as RFC 9112 says; but a proxy in front may have framed it by its
+    Content-Length, so nothing after it on this connection is served (request smuggling)."""
+    echo = await start_echo()
+    try:
+        gateway = await start_gateway(echo.url)
+        reader, writer = await asyncio.open_connection("127.0.0.1", gateway.server.port)
+        writer.write(
+            b"POST /v1/completions HTTP/1.1\r\nHost: x\r\nContent-Length: 5\r\n"
+            b"Transfer-Encoding: chunked\r\n\r\n2\r\n{}\r\n0\r\n\r\n"
+            b"GET /smuggled HTTP/1.1\r\nHost: x\r\n\r\n"
+        )
+        reply = await _read_until_closed(reader)
+        writer.close()
+    finally:
+        echo.server.close()
+    assert reply.startswith(b"HTTP/1.1 200")
+    assert reply.count(b"HTTP/1.1") == 1, "the bytes after the request were not served"
+    assert b"connection: close" in reply.lower()
+    assert b'"body_length": 2' in reply
+    assert b"/smuggled" not in reply
+
+
+@pytest.mark.parametrize(
+    ("target", "openai"), [(b"/v1/models", True), (b"example.com:443", False)]
+)
+async def test_connect_is_refused_with_405_and_no_traceback(
+    engine: Engine,
+    start_gateway: StartGateway,
+    caplog: pytest.LogCaptureFixture,
+    target: bytes,
+    openai: bool,
+) -> None:
+    gateway = await start_gateway(engine.url)
+    status, headers, body = await raw_exchange(
+        gateway.server.port, b"CONNECT %s HTTP/1.1\r\nHost: example.com:443\r\n\r\n" % target
+    )
+    assert status.startswith(b"HTTP/1.1 405")
+    assert "GET" in headers["allow"]
+    if openai:
+        assert json.loads(body)["error"] == {
+            "message": "method not allowed",
+            "type": "invalid_request_error",
+            "code": "method_not_allowed",
+        }
+    else:
+        assert body == b"method not allowed\n"
+    assert engine.requests == []
+    assert [r for r in caplog.records if r.levelno >= logging.ERROR] == []
+
+
+async def test_websocket_upgrade_is_refused_in_the_openai_shape(
+    engine: Engine, start_gateway: StartGateway
+) -> None:
+    gateway = await start_gateway(engine.url)
+    status, headers, body = await raw_exchange(
+        gateway.server.port,
+        b"GET /v1/realtime HTTP/1.1\r\nHost: x\r\nUpgrade: websocket\r\nConnection: Upgrade\r\n"
+        b"Sec-WebSocket-Key: dGhlIHNhbXBsZSBub25jZQ==\r\nSec-WebSocket-Version: 13\r\n\r\n",
+    )
+    assert status.startswith(b"HTTP/1.1 400")
+    assert headers["content-type"] == "application/json"
+    assert json.loads(body)["error"]["code"] == "websocket_unsupported"
+    assert engine.requests == []
+
+
+async def test_a_client_that_stops_reading_a_stream_is_cut_off_at_the_send_timeout(
+    start_gateway: StartGateway,
+) -> None:
+    """Over HTTP/1.1 its TCP window closes; the write waits, then gives up: the slot is freed
+    and the backend stream ended, where it once waited for ever."""
+    firehose = await start_firehose()
+    try:
+        gateway = await start_gateway(firehose.url, client_send_timeout=1.0)
+        _, writer = await asyncio.open_connection("127.0.0.1", gateway.server.port)
+        writer.write(b"GET /v1/stream HTTP/1.1\r\nHost: x\r\n\r\n")
+        await eventually(lambda: firehose.streams == 1, what="the backend stream")
+        await eventually(lambda: gateway.pending == 0, within=15, what="the slot to be freed")
+        await eventually(lambda: firehose.streams == 0, what="the backend stream to be ended")
+        writer.close()
+    finally:
+        firehose.server.close()

@@ -15,6 +15,7 @@ from collections.abc import Mapping, Sequence
 
 from noctaya.gateway import process
 from noctaya.gateway.config import ConfigError, GatewayConfig, load_config
+from noctaya.gateway.hypercorn_version import UntestedHypercorn
 from noctaya.gateway.server import GatewayServer, gateway_version
 
 log = logging.getLogger("noctaya.gateway")
@@ -53,7 +54,7 @@ async def serve_until_signalled(config: GatewayConfig, environ: Mapping[str, str
     server = GatewayServer(config, environ)
     try:
         await server.start()
-    except (ValueError, OSError) as error:
+    except (ValueError, OSError, UntestedHypercorn) as error:
         log.critical("%s", error)
         return 1
     signalled = asyncio.Event()
