@@ -1,7 +1,8 @@
 """`noctaya-local FILE.yaml`: serve one LLMService on this machine, scaling its engine to zero.
 
-Exit codes: 0 after SIGINT/SIGTERM, 2 for a file local mode cannot serve (the message names the
-field), 1 when serving fails (a busy port, a gateway that does not start).
+Exit codes: 0 after SIGINT/SIGTERM, 2 for a file or flags local mode cannot serve (the message
+names the field), 1 when serving fails (a port another service or program uses, a gateway that
+does not start).
 """
 
 from __future__ import annotations
@@ -16,10 +17,11 @@ from pathlib import Path
 
 from noctaya.core.values.listen_address import parse_listen_address
 from noctaya.gateway.local.command import LOCAL_COMMAND_ANNOTATION
-from noctaya.gateway.local.errors import LocalConfigError
+from noctaya.gateway.local.errors import LocalConfigError, LocalRunError
 from noctaya.gateway.local.manifest import load_manifest
 from noctaya.gateway.local.plan import plan_local
-from noctaya.gateway.local.runner import LocalRunError, run_local
+from noctaya.gateway.local.port_claims import check_listen_port
+from noctaya.gateway.local.runner import run_local
 
 log = logging.getLogger("noctaya.local")
 DEFAULT_LISTEN = "127.0.0.1:8080"
@@ -58,12 +60,13 @@ def main(argv: Sequence[str] | None = None) -> int:
         parser.error(f"--listen: {error}")
     try:
         plan = plan_local(load_manifest(args.file), api_key_file=args.api_key_file)
+        check_listen_port(plan, args.listen)
     except LocalConfigError as error:
         print(f"noctaya-local: {error}", file=sys.stderr)
         return EXIT_INVALID
     configure_logging()
     try:
-        return asyncio.run(run_local(plan, args.listen, os.environ))
+        return asyncio.run(run_local(plan, args.listen, os.environ, source=str(args.file)))
     except LocalRunError as error:
         log.error("%s", error)
         return 1

@@ -12,6 +12,7 @@ import asyncio
 import contextlib
 import errno
 import logging
+import os
 import re
 import signal
 import socket
@@ -24,8 +25,10 @@ from noctaya.gateway.local.activity import active_states, scaled_object_ref
 from noctaya.gateway.local.autoscaler import autoscale
 from noctaya.gateway.local.command import find_executable
 from noctaya.gateway.local.engine import EngineReplica
+from noctaya.gateway.local.errors import LocalRunError
 from noctaya.gateway.local.gateway_env import gateway_env
 from noctaya.gateway.local.plan import DEFAULT_NAMESPACE, GATEWAY_COMMAND, LOOPBACK, LocalPlan
+from noctaya.gateway.local.port_claims import PortClaims, PortUse, engine_use
 from noctaya.gateway.local.processes import ManagedProcess, describe_exit
 
 log = logging.getLogger("noctaya.local")
@@ -34,10 +37,6 @@ GATEWAY_STOP_GRACE = 25.0
 """The gateway's own drain budget (20 s) and a margin; after that it is killed."""
 _HTTP_LINE = re.compile(r"Noctaya gateway version \S+ listening on (\S+), backend ")
 _SCALER_LINE = re.compile(r"Noctaya external scaler listening on (\S+)$")
-
-
-class LocalRunError(RuntimeError):
-    """Local mode could not start or keep serving; the message says why."""
 
 
 class _GatewayAddresses:
@@ -58,13 +57,38 @@ class _GatewayAddresses:
         return await self.http, await self.scaler
 
 
-async def run_local(plan: LocalPlan, listen_addr: str, environ: Mapping[str, str]) -> int:
+async def run_local(
+    plan: LocalPlan, listen_addr: str, environ: Mapping[str, str], *, source: str
+) -> int:
     """Serve until SIGINT/SIGTERM (exit code 0) or a failure (exit code 1, logged).
 
-    Raises LocalRunError only for what is found wrong before anything starts.
+    Raises LocalRunError only for what is found wrong before anything starts: a missing
+    gateway command, or a port another service (or another program) already uses. `source`
+    names the file in the port claims other local modes read.
     """
     gateway_argv = _gateway_argv()
-    _check_engine_port_free(plan.engine.port)
+    claims = PortClaims()
+    try:
+        _claim_ports(claims, plan, listen_addr, source)
+        _check_engine_port_free(plan.engine.port)
+        return await _run(plan, gateway_argv, listen_addr, environ)
+    finally:
+        claims.release()
+
+
+def _claim_ports(claims: PortClaims, plan: LocalPlan, listen_addr: str, source: str) -> None:
+    def use(what: str) -> PortUse:
+        return PortUse(plan.service_name, what, os.getpid(), source)
+
+    claims.claim(plan.engine.port, use(engine_use(plan)))
+    _, gateway_port = parse_listen_address(listen_addr)
+    if gateway_port:  # port 0: the kernel picks a port nobody is using
+        claims.claim(gateway_port, use(f"gateway port (--listen {listen_addr})"))
+
+
+async def _run(
+    plan: LocalPlan, gateway_argv: list[str], listen_addr: str, environ: Mapping[str, str]
+) -> int:
     loop = asyncio.get_running_loop()
     stop = asyncio.Event()
     for sig in (signal.SIGINT, signal.SIGTERM):
