@@ -24,7 +24,7 @@ import re
 import sys
 import tempfile
 from collections import Counter, defaultdict
-from collections.abc import Awaitable, Sequence
+from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -52,6 +52,7 @@ KEDA_REF = pb.ScaledObjectRef(name="soak", namespace="default", scalerMetadata={
 PREFACE = b"PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n"
 STEP = 5.0  # the longest any single wait may take
 SETTLE = 15.0  # after the clients stop: time for the gateway to drop what they left behind
+GROUPS = ("slow", "h2-window", "h2-headers", "h2-settings", "h2-reset", "http1", "reports", "grpc")
 PACE = 0.01  # between cheap abusive requests, so they leave the two cores some room for the rest
 
 
@@ -77,7 +78,16 @@ class Targets:
 def main() -> int:
     parser = argparse.ArgumentParser(prog="python -m benchmarks.gateway.soak")
     parser.add_argument("--seconds", type=float, default=60.0)
+    parser.add_argument(
+        "--only",
+        default="",
+        help=f"comma-separated abuser groups of {', '.join(GROUPS)} (none: well-formed only)",
+    )
     args = parser.parse_args()
+    only = frozenset(filter(None, args.only.split(",")))
+    unknown = only - {*GROUPS, "none"}
+    if unknown:
+        parser.error(f"--only: unknown groups {', '.join(sorted(unknown))}")
     logs = Path(tempfile.mkdtemp(prefix="noctaya-soak-"))
     token = logs / "token"
     token.write_text(TOKEN)
@@ -102,7 +112,7 @@ def main() -> int:
     )
     try:
         ports = (gateway, scaler_port, aggregator_port, aggregator_scaler_port)
-        return asyncio.run(_soak(*ports, args.seconds, logs))
+        return asyncio.run(_soak(*ports, args.seconds, only, logs))
     finally:
         for process in (gateway, aggregator, engine):
             process.stop()
@@ -114,6 +124,7 @@ async def _soak(
     aggregator_port: int,
     aggregator_scaler_port: int,
     seconds: float,
+    only: frozenset[str],
     logs: Path,
 ) -> int:
     gateway_port = int(gateway.url.rsplit(":", 1)[1])
@@ -128,19 +139,10 @@ async def _soak(
         *(_good_chat(targets, good, stream=n % 2 == 1) for n in range(6)),
         _good_reports(targets, good),
         _good_keda(targets, good),
-        *(_trickle(gateway_port, targets, tally, "slow body", SLOW_BODY) for _ in range(3)),
-        *(_trickle(gateway_port, targets, tally, "slow head", SLOW_HEAD) for _ in range(3)),
-        _trickle(aggregator_port, targets, tally, "slow report body (aggregator)", SLOW_REPORT),
-        _trickle(aggregator_port, targets, tally, "slow head (aggregator)", SLOW_HEAD),
-        *(_h2_closed_window(targets, tally) for _ in range(2)),
-        _h2_bad_headers(targets, tally),
-        _h2_settings_flood(targets, tally),
-        _h2_rapid_reset(targets, tally),
-        _http1_oddities(targets, tally),
-        *(_hostile_reports(targets, tally) for _ in range(2)),
-        _garbage_grpc(targets, targets.gateway_scaler, "garbage gRPC (gateway)", tally),
-        _garbage_grpc(targets, targets.aggregator_scaler, "garbage gRPC (aggregator)", tally),
     ]
+    for name, abusers in _abusers(targets, tally).items():
+        if not only or name in only:
+            clients += abusers()
     sampler = asyncio.ensure_future(_sample_rss(gateway, rss_peak))
     tasks = [asyncio.ensure_future(client) for client in clients]
     _, late = await asyncio.wait(tasks, timeout=seconds + 2 * STEP + 5)
@@ -608,6 +610,29 @@ async def _settled_pending(url: str, until: float) -> float | None:
             if value == 0 or loop.time() >= until:
                 return value
             await asyncio.sleep(0.5)
+
+
+def _abusers(targets: Targets, tally: Tally) -> dict[str, Callable[[], list[Awaitable[None]]]]:
+    """The abusive clients by group (`--only` picks groups, to find which one costs what)."""
+    gateway, aggregator = targets.gateway, targets.aggregator
+    return {
+        "slow": lambda: [
+            *(_trickle(gateway, targets, tally, "slow body", SLOW_BODY) for _ in range(3)),
+            *(_trickle(gateway, targets, tally, "slow head", SLOW_HEAD) for _ in range(3)),
+            _trickle(aggregator, targets, tally, "slow report body (aggregator)", SLOW_REPORT),
+            _trickle(aggregator, targets, tally, "slow head (aggregator)", SLOW_HEAD),
+        ],
+        "h2-window": lambda: [_h2_closed_window(targets, tally) for _ in range(2)],
+        "h2-headers": lambda: [_h2_bad_headers(targets, tally)],
+        "h2-settings": lambda: [_h2_settings_flood(targets, tally)],
+        "h2-reset": lambda: [_h2_rapid_reset(targets, tally)],
+        "http1": lambda: [_http1_oddities(targets, tally)],
+        "reports": lambda: [_hostile_reports(targets, tally) for _ in range(2)],
+        "grpc": lambda: [
+            _garbage_grpc(targets, targets.gateway_scaler, "garbage gRPC (gateway)", tally),
+            _garbage_grpc(targets, targets.aggregator_scaler, "garbage gRPC (aggregator)", tally),
+        ],
+    }
 
 
 def _report(
