@@ -78,16 +78,26 @@ async def test_clients_that_never_open_their_window_hold_bounded_buffers_then_ge
         firehose.server.close()
 
 
+def _head(*fields: tuple[bytes, bytes]) -> list[tuple[bytes, bytes]]:
+    """Pseudo-header fields first, :authority among them, then the rest, in order."""
+    pseudo = [field for field in fields if field[0].startswith(b":")]
+    return [*pseudo, (b":authority", b"127.0.0.1"), *(f for f in fields if f not in pseudo)]
+
+
+GET = ((b":method", b"GET"), (b":path", b"/v1/models"), (b":scheme", b"http"))
 MALFORMED = {
-    "non-ASCII :path": [(b":method", b"GET"), (b":path", b"/v1/\xff"), (b":scheme", b"http")],
-    "CONNECT without :path": [(b":method", b"CONNECT")],
-    "uppercase header name": [
-        (b":method", b"GET"), (b":path", b"/v1/models"), (b":scheme", b"http"), (b"X-Up", b"1")
-    ],
-    "te: gzip": [
-        (b":method", b"GET"), (b":path", b"/v1/models"), (b":scheme", b"http"), (b"te", b"gzip")
-    ],
-    "no :method": [(b":path", b"/v1/models"), (b":scheme", b"http")],
+    "non-ASCII :path": _head((b":method", b"GET"), (b":path", b"/v1/\xff"), (b":scheme", b"http")),
+    "CONNECT without :path": _head((b":method", b"CONNECT")),
+    "uppercase header name": _head(*GET, (b"X-Up", b"1")),
+    "te: gzip": _head(*GET, (b"te", b"gzip")),
+    "no :method": _head((b":path", b"/v1/models"), (b":scheme", b"http")),
+    "pseudo-header after a header": [*_head(*GET), (b"x-a", b"1"), (b":protocol", b"x")],
+    "body longer than content-length": _head(
+        (b":method", b"POST"),
+        (b":path", b"/v1/completions"),
+        (b":scheme", b"http"),
+        (b"content-length", b"1"),
+    ),
 }
 
 
@@ -95,6 +105,7 @@ MALFORMED = {
 async def test_a_malformed_request_resets_its_own_stream_and_the_streaming_one_beside_it_ends(
     start_gateway: StartGateway, head: list[tuple[bytes, bytes]]
 ) -> None:
+    body = b"{}" if (b"content-length", b"1") in head else None
     from .support import start_engine
 
     engine = await start_engine(token_count=20, token_delay=0.02)
@@ -104,7 +115,7 @@ async def test_a_malformed_request_resets_its_own_stream_and_the_streaming_one_b
         try:
             client.request(1, request_headers("/v1/completions"), b'{"stream": true}')
             await client.until(lambda: 1 in client.replies and client.replies[1].status != b"")
-            client.request(3, [*head, (b":authority", b"127.0.0.1")])
+            client.request(3, head, body)
             bad = await client.response(3)
             assert bad.reset == h2.errors.ErrorCodes.PROTOCOL_ERROR
             streamed = await client.response(1)

@@ -3,7 +3,8 @@
 - Responses wait for the client's flow-control window (`flow`), and a response the app
   abandons, or a stream the client resets, is cleaned up at once; hypercorn left both in its
   priority tree, which caps at 1,000 streams and then crashed the connection.
-- A malformed request resets its own stream only (`malformed`).
+- A malformed request (its head, or a body at odds with its length) resets its own stream
+  only (`malformed`).
 - Control-frame and reset floods end the connection with ENHANCE_YOUR_CALM (`floods`);
   PRIORITY frames for streams that are not open are ignored (RFC 9113 deprecates the scheme).
 - Request DATA arriving after the response ended is credited and dropped: HTTP/2 lets a server
@@ -24,7 +25,7 @@ from h2.errors import ErrorCodes
 from hypercorn.events import Closed, Event, RawData
 from hypercorn.protocol.h2 import H2Protocol
 from noctaya.gateway.http2.floods import FloodGuard
-from noctaya.gateway.http2.malformed import is_malformed
+from noctaya.gateway.http2.malformed import StreamScopedConnection, is_malformed
 
 LINGER = 1.0
 """How long an abusive connection is drained after its GOAWAY before it is closed."""
@@ -33,8 +34,12 @@ LINGER = 1.0
 class GatewayH2Protocol(H2Protocol):
     def __init__(self, *args: Any, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
+        hypercorns = self.connection
         # Request heads are checked per stream (`is_malformed`), not connection-wide by h2.
-        self.connection.config.validate_inbound_headers = False
+        hypercorns.config.validate_inbound_headers = False
+        self.connection = StreamScopedConnection(config=hypercorns.config)
+        self.connection.DEFAULT_MAX_INBOUND_FRAME_SIZE = hypercorns.DEFAULT_MAX_INBOUND_FRAME_SIZE
+        self.connection.local_settings = hypercorns.local_settings
         self._floods = FloodGuard()
         self._calmed = False
 
@@ -52,8 +57,11 @@ class GatewayH2Protocol(H2Protocol):
                 return
             if isinstance(event, h2.events.PriorityUpdated) and event.stream_id not in self.streams:
                 continue  # hypercorn would track it, up to the priority tree's 1,000, then crash
-            if isinstance(event, h2.events.RequestReceived) and is_malformed(event.headers):
-                self.connection.reset_stream(event.stream_id, ErrorCodes.PROTOCOL_ERROR)
+            if isinstance(event, h2.events.RequestReceived) and (
+                is_malformed(event.headers) or not self._is_open(event.stream_id)
+            ):
+                with contextlib.suppress(h2.exceptions.StreamClosedError):
+                    self.connection.reset_stream(event.stream_id, ErrorCodes.PROTOCOL_ERROR)
             elif isinstance(event, h2.events.DataReceived) and event.stream_id not in self.streams:
                 self.connection.acknowledge_received_data(
                     event.flow_controlled_length, event.stream_id
@@ -62,6 +70,11 @@ class GatewayH2Protocol(H2Protocol):
                 await super()._handle_events([event])
                 continue
             await self._flush()  # the reset or the WINDOW_UPDATE must go out now
+
+    def _is_open(self, stream_id: int) -> bool:
+        """False when h2 already reset the stream, for a malformed body later in the same read."""
+        stream = self.connection.streams.get(stream_id)
+        return stream is not None and not stream.closed
 
     async def _calm_down(self) -> None:
         """GOAWAY, then discard what the client still sends for a moment before closing:
