@@ -1,7 +1,8 @@
-"""The local autoscaler's KEDA semantics, driven by a scripted activity feed and real processes.
+"""The local autoscaler's KEDA semantics: the cooldown's timing on a FakeClock, and its wiring
+driven by a scripted activity feed with a real engine process each time.
 
-The feed stands in for the gateway's StreamIsActive (covered end to end elsewhere) so cooldown
-edges can be tested at second scale; the engine is a real child process each time.
+The feed stands in for the gateway's StreamIsActive (covered end to end elsewhere). Tests wait
+for events with deadlines; none sleeps to see that nothing happens.
 """
 
 from __future__ import annotations
@@ -16,14 +17,15 @@ from pathlib import Path
 
 import pytest
 from noctaya.core.plan.autoscaling import AutoscalingPlan
-from noctaya.gateway.local.autoscaler import autoscale
+from noctaya.gateway.local import log_lines
+from noctaya.gateway.local.autoscaler import Cooldown, autoscale
 from noctaya.gateway.local.engine import EngineReplica
 from noctaya.gateway.local.plan import EnginePlan
+from support.fake_clock import FakeClock
 
-from .support import kill_pid_in, output_holder, pid_exists
+from .support import DEADLINE, kill_pid_in, output_holder, pid_exists
 
 SLEEPER = (sys.executable, "-c", "import time; time.sleep(120)")
-DEADLINE = 10.0
 
 
 def scaling(min_replicas: int = 0, cooldown: int = 1) -> AutoscalingPlan:
@@ -31,8 +33,11 @@ def scaling(min_replicas: int = 0, cooldown: int = 1) -> AutoscalingPlan:
 
 
 async def feed(states: asyncio.Queue[bool]) -> AsyncIterator[bool]:
+    """The queued states; `states.join()` returns once the autoscaler has read every one and asked
+    for the next (its decisions on a state are made before it awaits anything)."""
     while True:
         yield await states.get()
+        states.task_done()
 
 
 async def eventually(condition: Callable[[], bool], within: float = DEADLINE) -> None:
@@ -40,6 +45,11 @@ async def eventually(condition: Callable[[], bool], within: float = DEADLINE) ->
     while not condition():
         assert time.monotonic() < deadline, "condition not met in time"
         await asyncio.sleep(0.02)
+
+
+def count(caplog: pytest.LogCaptureFixture, start: str) -> int:
+    """How many `noctaya.local` messages start with `start`."""
+    return sum(record.getMessage().startswith(start) for record in caplog.records)
 
 
 class Scaler:
@@ -64,7 +74,53 @@ class Scaler:
         return self.replica.process.pid if self.replica.process else None
 
 
-async def test_demand_starts_the_engine_and_inactivity_stops_it_after_the_cooldown() -> None:
+def test_the_cooldown_runs_from_the_moment_demand_turns_inactive() -> None:
+    clock = FakeClock()
+    cooldown = Cooldown(30, clock)
+    assert cooldown.observe(True, above_floor=False)
+    assert cooldown.remaining() is None
+    clock.advance(100)
+    assert cooldown.observe(False, above_floor=True)
+    assert cooldown.remaining() == 30
+    clock.advance(29.9)
+    assert cooldown.remaining() == pytest.approx(0.1)
+    clock.advance(0.1)
+    assert cooldown.remaining() == 0
+
+
+def test_demand_returning_within_the_cooldown_cancels_it() -> None:
+    clock = FakeClock()
+    cooldown = Cooldown(30, clock)
+    cooldown.observe(True, above_floor=False)
+    cooldown.observe(False, above_floor=True)
+    clock.advance(29)
+    assert cooldown.observe(True, above_floor=True)
+    assert not cooldown.pending
+    clock.advance(3600)
+    assert cooldown.remaining() is None
+
+
+def test_a_replayed_state_does_not_restart_the_cooldown() -> None:
+    clock = FakeClock()
+    cooldown = Cooldown(1, clock)
+    cooldown.observe(True, above_floor=False)
+    cooldown.observe(False, above_floor=True)
+    clock.advance(0.6)
+    assert not cooldown.observe(False, above_floor=True), "what a reconnecting stream sends first"
+    assert cooldown.remaining() == pytest.approx(0.4)
+
+
+def test_no_cooldown_runs_for_an_engine_at_its_floor() -> None:
+    cooldown = Cooldown(0, FakeClock())
+    cooldown.observe(True, above_floor=False)
+    cooldown.observe(False, above_floor=False)
+    assert not cooldown.pending
+
+
+async def test_demand_starts_the_engine_and_inactivity_stops_it_after_the_cooldown(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    caplog.set_level(logging.INFO, logger="noctaya.local")
     async with Scaler(scaling(cooldown=1)) as scaler:
         await scaler.states.put(False)
         await scaler.states.put(True)
@@ -74,43 +130,54 @@ async def test_demand_starts_the_engine_and_inactivity_stops_it_after_the_cooldo
         inactive_at = time.monotonic()
         await scaler.states.put(False)
         await eventually(lambda: scaler.replica.replicas == 0)
-        assert time.monotonic() - inactive_at >= 0.9
+        assert time.monotonic() - inactive_at >= 0.9, "not before the cooldown"
         assert not pid_exists(pid)
+    assert count(caplog, log_lines.SCALE_DOWN_PENDING % 1) == 1
+    assert count(caplog, log_lines.SCALE_DOWN % 1) == 1
 
 
-async def test_demand_returning_within_the_cooldown_keeps_the_same_engine() -> None:
+async def test_demand_returning_within_the_cooldown_keeps_the_same_engine(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    caplog.set_level(logging.INFO, logger="noctaya.local")
     async with Scaler(scaling(cooldown=1)) as scaler:
         await scaler.states.put(True)
         await eventually(lambda: scaler.pid() is not None)
         pid = scaler.pid()
-        await scaler.states.put(False)
-        await scaler.states.put(True)
-        await asyncio.sleep(1.5)  # longer than the cooldown: nothing may happen in it
-        assert scaler.pid() == pid
-        await scaler.states.put(False)
+        for state in (False, True, False):
+            await scaler.states.put(state)
         await eventually(lambda: scaler.replica.replicas == 0)
+    assert count(caplog, "engine started") == 1, f"engine {pid} was never stopped in between"
+    assert count(caplog, log_lines.SCALE_DOWN_PENDING % 1) == 2
+    assert count(caplog, log_lines.SCALE_DOWN % 1) == 1
 
 
-async def test_a_replayed_state_after_a_reconnect_does_not_restart_the_cooldown() -> None:
+async def test_a_replayed_state_after_a_reconnect_starts_no_second_countdown(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    caplog.set_level(logging.INFO, logger="noctaya.local")
     async with Scaler(scaling(cooldown=1)) as scaler:
         await scaler.states.put(True)
         await eventually(lambda: scaler.pid() is not None)
-        inactive_at = time.monotonic()
         await scaler.states.put(False)
-        await asyncio.sleep(0.6)
         await scaler.states.put(False)  # what a reconnecting stream sends first
         await eventually(lambda: scaler.replica.replicas == 0)
-        assert time.monotonic() - inactive_at < 1.5
+    assert count(caplog, log_lines.SCALE_DOWN_PENDING % 1) == 1
 
 
-async def test_min_one_runs_the_engine_without_demand_and_never_scales_it_to_zero() -> None:
+async def test_min_one_runs_the_engine_without_demand_and_never_scales_it_to_zero(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    caplog.set_level(logging.INFO, logger="noctaya.local")
     async with Scaler(scaling(min_replicas=1, cooldown=0)) as scaler:
         await eventually(lambda: scaler.pid() is not None)
         pid = scaler.pid()
         await scaler.states.put(True)
         await scaler.states.put(False)
-        await asyncio.sleep(0.5)
+        await scaler.states.join()
         assert scaler.pid() == pid
+    assert count(caplog, "demand inactive") == 0
+    assert count(caplog, "engine started") == 1
 
 
 async def test_an_engine_that_exits_is_started_again_after_a_back_off(
@@ -120,11 +187,7 @@ async def test_an_engine_that_exits_is_started_again_after_a_back_off(
     crashing = (sys.executable, "-c", "raise SystemExit(3)")
     async with Scaler(scaling(), argv=crashing) as scaler:
         await scaler.states.put(True)
-
-        def starts() -> int:
-            return sum(r.getMessage().startswith("engine started") for r in caplog.records)
-
-        await eventually(lambda: starts() >= 2)
+        await eventually(lambda: count(caplog, "engine started") >= 2)
     messages = [record.getMessage() for record in caplog.records]
     assert any("exited on its own: exit code 3" in message for message in messages)
     assert "restarting the engine in 1s" in messages
@@ -146,10 +209,6 @@ async def test_an_engine_that_exits_leaving_its_output_open_is_started_again(
     try:
         async with asyncio.timeout(3 * DEADLINE), Scaler(scaling(), argv=leaving) as scaler:
             await scaler.states.put(True)
-
-            def starts() -> int:
-                return sum(r.getMessage().startswith("engine started") for r in caplog.records)
-
-            await eventually(lambda: starts() >= 2 and holder.exists())
+            await eventually(lambda: count(caplog, "engine started") >= 2 and holder.exists())
     finally:
         kill_pid_in(holder)

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Callable
 
 from noctaya.core.plan.autoscaling import AutoscalingPlan
 from noctaya.gateway.local import log_lines
@@ -20,42 +20,64 @@ from noctaya.gateway.local.engine import EngineReplica
 log = logging.getLogger("noctaya.local")
 
 
+class Cooldown:
+    """KEDA's scale-down timing on an injected clock: a countdown that starts when demand turns
+    inactive while the engine runs above its floor, and that returning demand cancels."""
+
+    def __init__(self, seconds: float, clock: Callable[[], float]) -> None:
+        self.seconds = seconds
+        self._clock = clock
+        self._active = False
+        self._due: float | None = None
+
+    def observe(self, active: bool, *, above_floor: bool) -> bool:
+        """Take one state from the stream; False for a replay, which is not a transition."""
+        if active == self._active:
+            return False
+        self._active = active
+        self._due = None if active or not above_floor else self._clock() + self.seconds
+        return True
+
+    @property
+    def pending(self) -> bool:
+        return self._due is not None
+
+    def remaining(self) -> float | None:
+        """Seconds left before the scale-down (0 once due); None when none is pending."""
+        return None if self._due is None else max(0.0, self._due - self._clock())
+
+    def clear(self) -> None:
+        self._due = None
+
+
 async def autoscale(
     states: AsyncIterator[bool], replica: EngineReplica, plan: AutoscalingPlan
 ) -> None:
     """Drive `replica` from the active flags in `states` until cancelled (or `states` ends)."""
     floor = min(plan.min_replicas, 1)
     await replica.scale(floor)
-    loop = asyncio.get_running_loop()
-    cooldown = plan.cooldown_seconds
-    active = False
-    scale_down_at: float | None = None
+    cooldown = Cooldown(plan.cooldown_seconds, asyncio.get_running_loop().time)
     reading = asyncio.ensure_future(anext(states))
     try:
         while True:
-            timeout = None if scale_down_at is None else max(0.0, scale_down_at - loop.time())
-            done, _ = await asyncio.wait({reading}, timeout=timeout)
+            done, _ = await asyncio.wait({reading}, timeout=cooldown.remaining())
             if not done:
-                scale_down_at = None
-                log.info(log_lines.SCALE_DOWN, cooldown)
+                cooldown.clear()
+                log.info(log_lines.SCALE_DOWN, plan.cooldown_seconds)
                 await replica.scale(floor)
                 continue
             try:
-                now_active = reading.result()
+                active = reading.result()
             except StopAsyncIteration:
                 return
             reading = asyncio.ensure_future(anext(states))
-            if now_active == active:
-                continue  # a reconnect replays the state; it is not a transition
-            active = now_active
-            if active:
-                scale_down_at = None
-                if replica.replicas == 0:
-                    log.info(log_lines.SCALE_UP)
-                    await replica.scale(1)
-            elif replica.replicas > floor:
-                scale_down_at = loop.time() + cooldown
-                log.info(log_lines.SCALE_DOWN_PENDING, cooldown)
+            if not cooldown.observe(active, above_floor=replica.replicas > floor):
+                continue  # a reconnect replays the state
+            if active and replica.replicas == 0:
+                log.info(log_lines.SCALE_UP)
+                await replica.scale(1)
+            elif cooldown.pending:
+                log.info(log_lines.SCALE_DOWN_PENDING, plan.cooldown_seconds)
     finally:
         reading.cancel()
         await asyncio.wait({reading})  # the stream unwinds (and closes its channel) before we end
