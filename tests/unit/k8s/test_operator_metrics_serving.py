@@ -124,6 +124,11 @@ def test_a_rotated_certificate_is_served_to_new_connections_and_a_broken_one_is_
     assert still == after
 
 
+def test_a_missing_certificate_is_refused_at_start_naming_both_files(tmp_path: Path) -> None:
+    with pytest.raises(OSError, match=r"cannot load the metrics certificate .*tls\.crt and key"):
+        CertificateFiles(str(tmp_path), "tls.crt", "tls.key")
+
+
 def test_a_generated_certificate_names_the_host_localhost_and_loopback() -> None:
     context = self_signed_context("operator-7d9f")
     metrics = MetricsServer("127.0.0.1:0", ControllerMetrics().registry, tls=lambda: context)

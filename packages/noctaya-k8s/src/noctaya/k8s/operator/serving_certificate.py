@@ -56,8 +56,8 @@ class CertificateFiles:
         self._cert = Path(cert_dir) / cert_name
         self._key = Path(cert_dir) / key_name
         self._lock = threading.Lock()
-        self._signature = self._stat()
         self._context = server_context(self._cert, self._key)  # raises: nothing to serve yet
+        self._signature = self._stat()
 
     def __call__(self) -> ssl.SSLContext:
         with self._lock:
