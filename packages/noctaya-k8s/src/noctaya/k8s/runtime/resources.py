@@ -9,7 +9,9 @@ cluster without KEDA would otherwise pay a full discovery on every reconcile.
 
 Every lookup has a deadline covering both the wait for the lock and the discovery requests
 (each gets what is left as its timeout): a stalled API server must not hold the lock, and every
-thread queued behind it, for as long as the TCP connection lives.
+thread queued behind it, for as long as the TCP connection lives. A client configured with
+urllib3 retries repeats a timed-out request with the same timeout; callers that need the
+deadline exact (leader election) resolve through a client without retries.
 """
 
 from __future__ import annotations
