@@ -23,7 +23,7 @@ LFS_THRESHOLD = 1024
 
 @dataclass
 class Fault:
-    """Break the next `times` requests whose path contains `path`."""
+    """Break the next `times` requests whose target (path and query) contains `path`."""
 
     path: str
     kind: str
@@ -106,7 +106,7 @@ class _Handler(BaseHTTPRequestHandler):
             )
         if hub.token is not None and self.headers.get("Authorization") != f"Bearer {hub.token}":
             return self._json(401, {"error": "Invalid credentials", "Code": 401})
-        fault = hub._take_fault(self.command, path)
+        fault = hub._take_fault(self.command, unquote(self.path))
         if fault is not None and fault.kind == "status":
             extra = {"Retry-After": fault.retry_after} if fault.retry_after else {}
             return self._json(fault.status, {"error": "injected"}, extra)

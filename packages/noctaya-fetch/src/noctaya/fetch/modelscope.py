@@ -7,6 +7,7 @@ every listed file arrived with its listed size before the directory is renamed i
 
 from __future__ import annotations
 
+import os
 from pathlib import Path
 from typing import Any
 
@@ -50,12 +51,14 @@ class ModelScopeFetcher:
         model = resolve_hub_model(uri, SourceKind.MODELSCOPE)
         destination = modelscope_destination(model, cache)
         token = hub_token(MODELSCOPE_TOKEN, uri)
+        # The client caches its endpoint on first use; read the variable on every fetch instead.
+        endpoint = self._endpoint or os.environ.get("MODELSCOPE_ENDPOINT") or None
         listing: dict[str, int] = {}
 
         def measure(partial: Path) -> int | None:
             try:
                 files: list[dict[str, Any]] = HubApi(
-                    endpoint=self._endpoint, token=token
+                    endpoint=endpoint, token=token
                 ).get_model_files(model.path, revision=_REVISION, recursive=True)
             except Exception as error:
                 raise _classify(uri, error) from None
@@ -70,7 +73,7 @@ class ModelScopeFetcher:
                     revision=_REVISION,
                     local_dir=str(partial),
                     token=token,
-                    endpoint=self._endpoint,
+                    endpoint=endpoint,
                 )
             except Exception as error:
                 raise _classify(uri, error) from None
@@ -92,8 +95,11 @@ class ModelScopeFetcher:
         return destination
 
 
-def _classify(uri: str, error: Exception) -> FetchError:
+def _classify(uri: str, error: BaseException) -> FetchError:
     for link in causes(error):
+        failed_files = getattr(link, "failed_files", None)
+        if isinstance(failed_files, dict) and failed_files:
+            return _worst([_classify(uri, cause) for cause in failed_files.values()])
         if isinstance(link, FileIntegrityError):
             return PermanentFetchError(uri, f"digest mismatch: {link}")
         if isinstance(link, NotExistError):
@@ -114,3 +120,9 @@ def _classify(uri: str, error: Exception) -> FetchError:
     if transient is not None:
         return transient
     return PermanentFetchError(uri, f"download failed: {type(error).__name__}: {error}")
+
+
+def _worst(failures: list[FetchError]) -> FetchError:
+    """A snapshot whose files failed for several reasons fails for the first permanent one."""
+    permanent = [failure for failure in failures if not failure.transient]
+    return (permanent or failures)[0]

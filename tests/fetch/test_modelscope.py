@@ -1,0 +1,77 @@
+"""modelscope:// delivery through the real modelscope client against a hub on 127.0.0.1."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+from noctaya.fetch.errors import PermanentFetchError
+from noctaya.fetch.modelscope import ModelScopeFetcher
+from noctaya.fetch.retry import RetryPolicy
+
+from .conftest import FAST_RETRY, leftovers, model_files, tree_files
+from .fake_hub import Fault, Hub
+
+URI = "modelscope://acme/tiny-model"
+MODEL_DIR = Path("modelscope/models/acme/tiny-model")
+
+
+def fetch(cache: Path, retry: RetryPolicy = FAST_RETRY) -> Path:
+    return ModelScopeFetcher(retry=retry).fetch(URI, cache)
+
+
+def test_fetch_fills_the_reused_layout_and_a_rerun_makes_no_request(
+    hub_env: Hub, tmp_path: Path
+) -> None:
+    path = fetch(tmp_path)
+    before = len(hub_env.requests)
+
+    assert path == tmp_path / MODEL_DIR
+    assert tree_files(path) == model_files()
+    assert (path / ".noctaya-ready").is_file()
+    assert leftovers(tmp_path) == []
+    assert fetch(tmp_path) == path
+    assert len(hub_env.requests) == before
+
+
+def test_connection_dropped_mid_file_resumes_with_a_range_request(
+    hub_env: Hub, tmp_path: Path
+) -> None:
+    hub_env.fail(Fault("FilePath=model.safetensors", "cut"))
+
+    path = fetch(tmp_path)
+
+    assert tree_files(path) == model_files()
+    first, resumed = [r for r in hub_env.requests if "FilePath=model.safetensors" in r.path]
+    assert "range" not in first.headers
+    assert resumed.headers["range"] == f"bytes={len(model_files()['model.safetensors']) // 2}-"
+
+
+def test_transient_503s_are_retried_and_end_with_identical_bytes(
+    hub_env: Hub, tmp_path: Path
+) -> None:
+    hub_env.fail(Fault("/repo/files", "status", status=503, times=2))
+
+    path = fetch(tmp_path)
+
+    assert tree_files(path) == model_files()
+
+
+def test_missing_model_fails_at_once_naming_the_source(hub_env: Hub, tmp_path: Path) -> None:
+    with pytest.raises(PermanentFetchError, match="modelscope://acme/missing: model not found"):
+        ModelScopeFetcher(retry=RetryPolicy(attempts=5, initial=10)).fetch(
+            "modelscope://acme/missing", tmp_path
+        )
+    assert leftovers(tmp_path) == []
+
+
+def test_wrong_bytes_fail_as_a_digest_mismatch_and_leave_nothing(
+    hub_env: Hub, tmp_path: Path
+) -> None:
+    hub_env.fail(Fault("FilePath=", "wrong-bytes", times=100))
+
+    with pytest.raises(PermanentFetchError, match=f"{URI}: digest mismatch"):
+        fetch(tmp_path)
+
+    assert not (tmp_path / MODEL_DIR).exists()
+    assert leftovers(tmp_path) == []
