@@ -30,6 +30,7 @@ from noctaya.k8s.runtime import (
     ManagerOptions,
     ResourceResolver,
 )
+from noctaya.k8s.runtime.resources import client_without_retries
 
 log = logging.getLogger("noctaya.k8s.operator")
 
@@ -104,7 +105,7 @@ def _metrics_server(
         flags.metrics_bind_address,
         metrics.registry,
         tls=_metrics_tls(flags),
-        reviewer=AccessReview(api_client),
+        reviewer=AccessReview(client_without_retries(api_client)),
     )
 
 

@@ -20,7 +20,6 @@ restart its clock). The Lease resource is discovered once; renewals never touch 
 
 from __future__ import annotations
 
-import copy
 import logging
 import math
 import random
@@ -40,6 +39,7 @@ from .resources import (
     ResourceKind,
     ResourceResolver,
     api_status,
+    client_without_retries,
     describe_error,
     read_json,
     remaining,
@@ -104,7 +104,9 @@ class LeaderElector:
         clock: Callable[[], float] = time.monotonic,
     ) -> None:
         self.config = config
-        self._resolver = ResourceResolver(_client_without_retries(api_client))
+        # Own connections: renewals never queue behind watches in the shared pool, as
+        # controller-runtime also gives leader election a client of its own.
+        self._resolver = ResourceResolver(client_without_retries(api_client))
         self._lease_kind: Any = None  # the Lease's DynamicClient resource, once discovered
         self._on_started_leading = on_started_leading
         self._on_lost_leadership = on_lost_leadership
@@ -278,19 +280,6 @@ class LeaderElector:
 
     def _remaining(self, deadline: float, what: str) -> float:
         return remaining(deadline, what, self._clock)
-
-
-def _client_without_retries(api_client: ApiClient) -> ApiClient:
-    """A client like `api_client` on its own connections, with no transport retries.
-
-    urllib3 retries a timed-out request with the whole timeout again, which would stretch one
-    renewal past the renew deadline; a failed attempt is retried by the elector instead. Own
-    connections (controller-runtime also gives leader election a client of its own) keep the
-    renewals out of the queue for a pool busy with watches.
-    """
-    configuration = copy.deepcopy(api_client.configuration)
-    configuration.retries = False
-    return ApiClient(configuration)
 
 
 def _spec(lease: dict[str, Any]) -> dict[str, Any]:

@@ -16,6 +16,7 @@ deadline exact (leader election) resolve through a client without retries.
 
 from __future__ import annotations
 
+import copy
 import json
 import threading
 import time
@@ -45,9 +46,7 @@ class DeadlineExceeded(TimeoutError):
     """An API call (or the discovery before it) ran out of its time budget."""
 
 
-def remaining(
-    deadline: float, what: str, clock: Callable[[], float] = time.monotonic
-) -> float:
+def remaining(deadline: float, what: str, clock: Callable[[], float] = time.monotonic) -> float:
     """Seconds left until `deadline` on `clock`; raises DeadlineExceeded once none are left."""
     left = deadline - clock()
     if left <= 0:
@@ -137,6 +136,17 @@ class ResourceResolver:
         if self._dynamic is None:
             self._dynamic = _DeadlineDynamicClient(self._api_client)  # type: ignore[no-untyped-call]
         return self._dynamic
+
+
+def client_without_retries(api_client: ApiClient) -> ApiClient:
+    """A client like `api_client`, on connections of its own, that never retries a request.
+
+    urllib3 retries a timed-out request with the whole timeout again, which stretches any
+    deadline given as `_request_timeout`; callers with a deadline retry on their own terms.
+    """
+    configuration = copy.deepcopy(api_client.configuration)
+    configuration.retries = False
+    return ApiClient(configuration)
 
 
 def api_status(error: BaseException) -> int | None:
