@@ -326,12 +326,19 @@ def test_header_fields_of_the_wrong_type_are_named(
     assert len(error) < 1000
 
 
-def test_whatever_the_core_raises_for_a_document_becomes_one_message() -> None:
+def test_whatever_the_core_raises_for_a_document_becomes_a_config_error() -> None:
     service = service_doc()
     service["spec"]["scaling"]["target"] = 10**5000  # no YAML file can hold it; a dict can
     with pytest.raises(LocalConfigError) as raised:
         validate_document(service, "svc.yaml: document 1")
-    message = str(raised.value)
-    assert message.startswith("svc.yaml: document 1: invalid LLMService: ")
-    assert "\n" not in message
-    assert len(message) < 2100
+    assert str(raised.value).startswith("svc.yaml: document 1: invalid LLMService: ")
+
+
+def test_a_message_echoing_a_huge_key_is_cut_to_one_readable_line(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    error = run(tmp_path, capsys, runtime_doc(PORT), with_spec(service_doc(), "k" * 900_000, 1))
+    assert error.startswith("noctaya-local: ")
+    assert "document 2: invalid LLMService: spec.kkkk" in error
+    assert error.endswith(" characters)")
+    assert len(error) < 2100

@@ -17,7 +17,7 @@ from pathlib import Path
 
 from noctaya.core.values.listen_address import parse_listen_address
 from noctaya.gateway.local.command import LOCAL_COMMAND_ANNOTATION
-from noctaya.gateway.local.errors import LocalConfigError, LocalRunError
+from noctaya.gateway.local.errors import LocalConfigError, LocalRunError, one_line
 from noctaya.gateway.local.manifest import load_manifest
 from noctaya.gateway.local.plan import plan_local
 from noctaya.gateway.local.port_claims import check_listen_port
@@ -62,13 +62,13 @@ def main(argv: Sequence[str] | None = None) -> int:
         plan = plan_local(load_manifest(args.file), api_key_file=args.api_key_file)
         check_listen_port(plan, args.listen)
     except LocalConfigError as error:
-        print(f"noctaya-local: {error}", file=sys.stderr)
+        print(f"noctaya-local: {one_line(str(error))}", file=sys.stderr)
         return EXIT_INVALID
     configure_logging()
     try:
         return asyncio.run(run_local(plan, args.listen, os.environ, source=str(args.file)))
     except LocalRunError as error:
-        log.error("%s", error)
+        log.error("%s", one_line(str(error)))
         return 1
 
 

@@ -25,14 +25,12 @@ from noctaya.core.api import (
 )
 from noctaya.core.errors import NoctayaError
 from noctaya.core.runtime_selection import RuntimeCandidate, select_runtime
-from noctaya.core.values.go_text import go_list, go_quote
+from noctaya.core.values.go_text import go_list
 from noctaya.gateway.local.errors import LocalConfigError
 from noctaya.gateway.local.names import dns_label_problem, dns_subdomain_problem, shown
 from noctaya.gateway.local.yaml_documents import parse_documents, read_documents
 
 LLMSERVICE, INFERENCERUNTIME = "LLMService", "InferenceRuntime"
-MESSAGE_MAX = 2000
-"""Characters of an unexpected error's text kept in its one-line message."""
 _Resource = TypeVar("_Resource", LLMService, InferenceRuntime)
 
 
@@ -97,7 +95,9 @@ def _parse(
     except InvalidResource as error:
         raise LocalConfigError(f"{where}: {error.message}") from None
     except Exception as error:  # hostile input must never end in a traceback
-        raise LocalConfigError(f"{where}: invalid {kind}: {_one_line(error)}") from None
+        raise LocalConfigError(
+            f"{where}: invalid {kind}: {error or type(error).__name__}"
+        ) from None
 
 
 def _check_name(
@@ -114,13 +114,6 @@ def _check_name(
     namespace = item.metadata.namespace
     if namespace is not None and (reason := dns_label_problem(namespace)):
         raise LocalConfigError(f"{where}: {kind} metadata.namespace: {reason}")
-
-
-def _one_line(error: Exception) -> str:
-    text = " ".join(str(error).split()) or type(error).__name__
-    if len(text) > MESSAGE_MAX:
-        return f"{text[:MESSAGE_MAX]}... ({len(text)} characters)"
-    return text
 
 
 def _single_service(services: Sequence[LLMService], source: str) -> LLMService:
@@ -145,7 +138,7 @@ def _select(
         runtime = by_name.get(selection.name)
         if runtime is None:
             raise LocalConfigError(
-                f"{source}: {LLMSERVICE} spec.runtime.name {go_quote(selection.name)}: no "
+                f"{source}: {LLMSERVICE} spec.runtime.name {shown(selection.name)}: no "
                 f"{INFERENCERUNTIME} of that name in the file (found {go_list(sorted(by_name))})"
             )
         return runtime
