@@ -363,14 +363,14 @@ def test_secure_metrics_answer_only_allowed_scrapers_and_ask_the_api_server_once
     try:
         with running(operator):
             operator.wait_ready()
-            anonymous = _get(metrics_port, "/metrics", client_tls)
-            refused = _get(metrics_port, "/metrics", client_tls, stranger)
-            bogus = _get(metrics_port, "/metrics", client_tls, "not-a-token")
             allowed = poll(
                 lambda: (r := _get(metrics_port, "/metrics", client_tls, reader))[0] == 200 and r,
                 CONVERGE,
                 "the reader's scrape to be allowed",
             )
+            anonymous = _get(metrics_port, "/metrics", client_tls)
+            refused = _get(metrics_port, "/metrics", client_tls, stranger)
+            bogus = _get(metrics_port, "/metrics", client_tls, "not-a-token")
             before = _reviews(api_client)
             again = [
                 _get(metrics_port, "/metrics", client_tls, token)[0]
