@@ -180,6 +180,12 @@ class RegistryClient:
             registry = _Registry(insecure=self._plain_http, auth_backend=backend)
             configs = [str(self._config)] if self._config is not None else None
             registry.auth.load_configs(self._container, configs=configs)
+            if backend == "basic" and not getattr(registry.auth, "_basic_auth", None):
+                raise PermanentFetchError(
+                    self._source,
+                    f"the registry asks for credentials (HTTP 401) and none are configured "
+                    f"for {self._container.registry}",
+                )
             self._registry = registry
             return registry
 
@@ -188,7 +194,7 @@ class RegistryClient:
     ) -> requests.Response:
         registry = self._connect()
         headers = {**registry.headers, **headers}
-        if isinstance(registry.auth, BasicAuth) and registry.auth._basic_auth:
+        if isinstance(registry.auth, BasicAuth):
             headers.update(registry.auth.get_auth_header())  # spares a 401 round trip per blob
         try:
             response: requests.Response = registry.do_request(

@@ -1,0 +1,304 @@
+"""oci:// delivery from a real registry on 127.0.0.1: verified, resumable, and refusing every
+artifact that could write outside its directory or deliver bytes other than those pinned."""
+
+from __future__ import annotations
+
+import gzip
+import io
+import json
+import tarfile
+from pathlib import Path
+
+import pytest
+from noctaya.fetch.errors import PermanentFetchError
+from noctaya.fetch.oci import OciFetcher
+
+from .conftest import FAST_RETRY, leftovers, tree_files
+from .registry import RawLayer, RunningRegistry, push_files, push_layers
+
+TITLE = "org.opencontainers.image.title"
+LINKS = "OCI model artifacts must not contain symbolic links"
+
+
+def model_tree(root: Path) -> dict[str, bytes]:
+    """A directory `model/` (pushed as one tar layer) and a loose `README.md` file layer."""
+    files = {
+        "model/config.json": b'{"architectures": ["TinyForCausalLM"]}',
+        "model/weights/part-0.safetensors": bytes(range(256)) * 2048,
+        "model/weights/part-1.safetensors": bytes(reversed(range(256))) * 2048,
+        "README.md": b"# tiny model\n",
+    }
+    for name, content in files.items():
+        (root / name).parent.mkdir(parents=True, exist_ok=True)
+        (root / name).write_bytes(content)
+    return files
+
+
+def fetcher(registry: RunningRegistry, config: Path, **options: int) -> OciFetcher:
+    return OciFetcher(retry=FAST_RETRY, registry_config=config, plain_http=True, **options)
+
+
+@pytest.fixture
+def config(registry: RunningRegistry, tmp_path: Path) -> Path:
+    return registry.config_file(tmp_path)
+
+
+@pytest.fixture
+def pushed(registry: RunningRegistry, tmp_path: Path) -> tuple[str, dict[str, bytes]]:
+    """A multi-file artifact pushed the way `oras push model README.md` pushes it."""
+    source = tmp_path / "source"
+    files = model_tree(source)
+    digest = push_files(registry, "models/tiny", "v1", [source / "model", source / "README.md"])
+    return f"oci://{registry.host}/models/tiny@{digest}", files
+
+
+def destination(cache: Path, uri: str) -> Path:
+    return cache / "oci" / ("sha256-" + uri.rsplit("@sha256:", 1)[1])
+
+
+def test_artifact_is_fetched_by_digest_into_its_cache_path_with_the_marker(
+    registry: RunningRegistry, config: Path, pushed: tuple[str, dict[str, bytes]], tmp_path: Path
+) -> None:
+    uri, files = pushed
+    cache = tmp_path / "cache"
+
+    path = fetcher(registry, config).fetch(uri, cache)
+
+    assert path == destination(cache, uri)
+    assert tree_files(path) == files
+    assert (path / ".noctaya-ready").is_file()
+    assert leftovers(cache) == []
+
+
+def test_rerun_with_the_marker_present_touches_no_registry(
+    registry: RunningRegistry, config: Path, pushed: tuple[str, dict[str, bytes]], tmp_path: Path
+) -> None:
+    uri, files = pushed
+    cache = tmp_path / "cache"
+    fetcher(registry, config).fetch(uri, cache)
+    unreachable = uri.replace(registry.host, "127.0.0.1:9")
+
+    path = OciFetcher(retry=FAST_RETRY, plain_http=True).fetch(unreachable, cache)
+
+    assert tree_files(path) == files
+
+
+def test_a_half_downloaded_blob_in_a_stale_partial_is_resumed(
+    registry: RunningRegistry, config: Path, pushed: tuple[str, dict[str, bytes]], tmp_path: Path
+) -> None:
+    """The kept bytes are trusted as a prefix and hashed with the rest: a correct prefix
+    completes, a corrupted one proves it was used by failing the digest check."""
+    uri, files = pushed
+    cache = tmp_path / "cache"
+    digest = _layer_digest(registry, uri, "README.md")
+    blob = registry.blob_file(digest).read_bytes()
+    part = destination(cache, uri).with_name(destination(cache, uri).name + ".partial")
+    part_file = part / "blobs" / (digest.removeprefix("sha256:") + ".part")
+    part_file.parent.mkdir(parents=True)
+    (part / "tree" / "stale").mkdir(parents=True)
+
+    part_file.write_bytes(b"X" * (len(blob) // 2))
+    with pytest.raises(PermanentFetchError, match=f"blob {digest} does not match its digest"):
+        fetcher(registry, config).fetch(uri, cache)
+
+    part_file.parent.mkdir(parents=True)
+    part_file.write_bytes(blob[: len(blob) // 2])
+    path = fetcher(registry, config).fetch(uri, cache)
+    assert tree_files(path) == files
+    assert leftovers(cache) == []
+
+
+def test_a_blob_whose_bytes_do_not_match_its_digest_fails_and_leaves_nothing(
+    registry: RunningRegistry, config: Path, tmp_path: Path
+) -> None:
+    source = tmp_path / "source"
+    source.mkdir()
+    (source / "weights.bin").write_bytes(b"the pinned weights")
+    digest = push_files(registry, "models/corrupt", "v1", [source / "weights.bin"])
+    uri = f"oci://{registry.host}/models/corrupt@{digest}"
+    layer = _layer_digest(registry, uri, "weights.bin")
+    registry.blob_file(layer).write_bytes(b"other weights here")
+
+    with pytest.raises(PermanentFetchError, match=f"{uri}: blob {layer} does not match"):
+        fetcher(registry, config).fetch(uri, tmp_path / "cache")
+
+    assert not (tmp_path / "cache" / "oci").exists() or leftovers(tmp_path / "cache") == []
+    assert not list((tmp_path / "cache").rglob(".noctaya-ready"))
+
+
+def test_a_manifest_whose_bytes_do_not_match_the_pin_is_rejected(
+    registry: RunningRegistry, config: Path, tmp_path: Path
+) -> None:
+    source = tmp_path / "source"
+    source.mkdir()
+    (source / "weights.bin").write_bytes(b"weights for a manifest test")
+    digest = push_files(registry, "models/manifest", "v1", [source / "weights.bin"])
+    manifest = registry.blob_file(digest)
+    manifest.write_bytes(manifest.read_bytes().replace(b"weights.bin", b"weights.BIN"))
+
+    with pytest.raises(PermanentFetchError, match="manifest digest mismatch"):
+        fetcher(registry, config).fetch(
+            f"oci://{registry.host}/models/manifest@{digest}", tmp_path / "cache"
+        )
+    assert leftovers(tmp_path / "cache") == []
+
+
+def test_a_tag_instead_of_a_digest_is_refused_before_any_request(
+    registry: RunningRegistry, config: Path, tmp_path: Path
+) -> None:
+    with pytest.raises(PermanentFetchError, match=r"expected oci://.*@sha256:"):
+        fetcher(registry, config).fetch(f"oci://{registry.host}/models/tiny:v1", tmp_path)
+
+
+@pytest.mark.parametrize(
+    ("password", "reason"),
+    [("wrong-password", "HTTP 401"), (None, "HTTP 401")],
+    ids=["wrong-credentials", "no-credentials"],
+)
+def test_refused_credentials_fail_at_once_without_echoing_the_secret(
+    registry: RunningRegistry,
+    pushed: tuple[str, dict[str, bytes]],
+    tmp_path: Path,
+    password: str | None,
+    reason: str,
+) -> None:
+    uri, _ = pushed
+    config = registry.config_file(tmp_path, password) if password else None
+
+    with pytest.raises(PermanentFetchError, match=reason) as failure:
+        OciFetcher(retry=FAST_RETRY, registry_config=config, plain_http=True).fetch(
+            uri, tmp_path / "cache"
+        )
+
+    assert "wrong-password" not in str(failure.value)
+    assert leftovers(tmp_path / "cache") == []
+
+
+def _tar(entries: list[tarfile.TarInfo], contents: dict[str, bytes] | None = None) -> bytes:
+    buffer = io.BytesIO()
+    with tarfile.open(fileobj=buffer, mode="w") as archive:
+        for entry in entries:
+            data = (contents or {}).get(entry.name)
+            if data is not None:
+                entry.size = len(data)
+            archive.addfile(entry, io.BytesIO(data) if data is not None else None)
+    return gzip.compress(buffer.getvalue())
+
+
+def _entry(name: str, kind: bytes = tarfile.REGTYPE, link: str = "") -> tarfile.TarInfo:
+    entry = tarfile.TarInfo(name)
+    entry.type = kind
+    entry.linkname = link
+    return entry
+
+
+def _directory_layer(entries: list[tarfile.TarInfo], contents: dict[str, bytes]) -> RawLayer:
+    return RawLayer(
+        _tar(entries, contents),
+        {TITLE: "model", "io.deis.oras.content.unpack": "true"},
+        "application/vnd.oci.image.layer.v1.tar+gzip",
+    )
+
+
+HOSTILE = {
+    "symlink-in-directory": (
+        [_directory_layer([_entry("model/"), _entry("model/x", tarfile.SYMTYPE, "/etc")], {})],
+        LINKS,
+    ),
+    "hardlink-in-directory": (
+        [
+            _directory_layer(
+                [_entry("model/a"), _entry("model/b", tarfile.LNKTYPE, "model/a")],
+                {"model/a": b"a"},
+            )
+        ],
+        LINKS,
+    ),
+    "dot-dot-entry-in-directory": (
+        [_directory_layer([_entry("model/../../escape")], {"model/../../escape": b"x"})],
+        "leaves the artifact directory",
+    ),
+    "absolute-entry-in-directory": (
+        [_directory_layer([_entry("/tmp/escape")], {"/tmp/escape": b"x"})],
+        "is not a relative path",
+    ),
+    "entry-outside-its-layer-title": (
+        [_directory_layer([_entry("other/file")], {"other/file": b"x"})],
+        "lies outside its layer's directory",
+    ),
+    "dot-dot-file-title": ([RawLayer(b"x", {TITLE: "../escape"})], "leaves the artifact"),
+    "absolute-file-title": ([RawLayer(b"x", {TITLE: "/etc/escape"})], "is not a relative path"),
+    "untitled-layer": ([RawLayer(b"x", {})], f"has no {TITLE} annotation"),
+}
+
+
+@pytest.mark.parametrize("case", sorted(HOSTILE))
+def test_hostile_artifact_fails_with_its_reason_and_leaves_no_marker_and_no_partial(
+    registry: RunningRegistry, config: Path, tmp_path: Path, case: str
+) -> None:
+    layers, reason = HOSTILE[case]
+    scratch = tmp_path / "scratch"
+    scratch.mkdir()
+    digest = push_layers(registry, f"hostile/{case}", "v1", layers, scratch)
+    sandbox = tmp_path / "sandbox"
+    sandbox.mkdir()
+    cache = sandbox / "cache"
+
+    with pytest.raises(PermanentFetchError, match=reason):
+        fetcher(registry, config).fetch(f"oci://{registry.host}/hostile/{case}@{digest}", cache)
+
+    assert not list(cache.rglob(".noctaya-ready"))
+    assert leftovers(cache) == []
+    assert {p.name for p in sandbox.iterdir()} <= {"cache"}
+
+
+def test_artifact_over_the_size_cap_is_refused_before_download(
+    registry: RunningRegistry, config: Path, pushed: tuple[str, dict[str, bytes]], tmp_path: Path
+) -> None:
+    uri, _ = pushed
+
+    with pytest.raises(PermanentFetchError, match="exceed the size cap of 1024 bytes"):
+        fetcher(registry, config, size_cap=1024).fetch(uri, tmp_path / "cache")
+    assert leftovers(tmp_path / "cache") == []
+
+
+def test_a_directory_layer_that_expands_over_the_size_cap_is_refused(
+    registry: RunningRegistry, config: Path, tmp_path: Path
+) -> None:
+    """A small gzip can expand to far more than its descriptor's size."""
+    zeros = bytes(4 * 1024 * 1024)
+    layer = _directory_layer([_entry("model/zeros")], {"model/zeros": zeros})
+    scratch = tmp_path / "scratch"
+    scratch.mkdir()
+    digest = push_layers(registry, "hostile/expanding", "v1", [layer], scratch)
+
+    with pytest.raises(PermanentFetchError, match="exceeds the size cap of 1048576 bytes"):
+        fetcher(registry, config, size_cap=1024 * 1024).fetch(
+            f"oci://{registry.host}/hostile/expanding@{digest}", tmp_path / "cache"
+        )
+    assert leftovers(tmp_path / "cache") == []
+
+
+def test_many_layers_download_concurrently_within_the_bound(
+    registry: RunningRegistry, config: Path, tmp_path: Path
+) -> None:
+    source = tmp_path / "source"
+    source.mkdir()
+    files = {f"shard-{index}.bin": bytes([index]) * 65536 for index in range(8)}
+    for name, content in files.items():
+        (source / name).write_bytes(content)
+    digest = push_files(registry, "models/sharded", "v1", [source / name for name in files])
+
+    path = fetcher(registry, config, concurrency=3).fetch(
+        f"oci://{registry.host}/models/sharded@{digest}", tmp_path / "cache"
+    )
+
+    assert tree_files(path) == files
+
+
+def _layer_digest(registry: RunningRegistry, uri: str, title: str) -> str:
+    manifest_digest = uri.rsplit("@", 1)[1]
+    manifest = json.loads(registry.blob_file(manifest_digest).read_bytes())
+    return next(
+        layer["digest"] for layer in manifest["layers"] if layer["annotations"][TITLE] == title
+    )
