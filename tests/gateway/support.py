@@ -230,7 +230,7 @@ def _echo(request: Request, exchange: Exchange) -> Awaitable[None] | None:
             "method": request.method,
             "path": request.path,
             "query": request.query,
-            "headers": [[k.decode(), v.decode()] for k, v in request.headers.items()],
+            "headers": [[k.decode(), v.decode()] for k, v in request.headers],
             "body_length": len(request.body),
         }
         body = json.dumps(description).encode()
