@@ -102,9 +102,12 @@ def default_directory() -> Path:
 
 def _private_directory(directory: Path) -> None:
     """Create `directory` for this user only; refuse one somebody else could write to."""
-    with contextlib.suppress(FileExistsError):
-        directory.mkdir(mode=0o700, parents=True)
-    info = directory.lstat()
+    try:
+        with contextlib.suppress(FileExistsError):
+            directory.mkdir(mode=0o700, parents=True)
+        info = directory.lstat()
+    except OSError as error:
+        raise LocalRunError(f"cannot record the ports local mode uses: {error}") from None
     if not stat.S_ISDIR(info.st_mode) or info.st_uid != os.getuid() or info.st_mode & 0o022:
         raise LocalRunError(
             f"{directory} is not a directory private to this user; "

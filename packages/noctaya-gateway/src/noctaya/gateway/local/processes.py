@@ -78,11 +78,18 @@ class ManagedProcess:
             raise
         finally:
             os.close(write_end)
-        keeper = await _Keeper.start(process.pid)
-        reader = asyncio.StreamReader(limit=_LINE_LIMIT)
-        output, _ = await loop.connect_read_pipe(
-            lambda: asyncio.StreamReaderProtocol(reader), io.FileIO(read_end, "r")
-        )
+        pipe = io.FileIO(read_end, "r")
+        try:
+            keeper = await _Keeper.start(process.pid)
+            reader = asyncio.StreamReader(limit=_LINE_LIMIT)
+            output, _ = await loop.connect_read_pipe(
+                lambda: asyncio.StreamReaderProtocol(reader), pipe
+            )
+        except BaseException:  # cancelled half-way: nothing may outlive the attempt
+            with contextlib.suppress(ProcessLookupError, PermissionError):
+                os.killpg(process.pid, signal.SIGKILL)
+            pipe.close()
+            raise
         relay = loop.create_task(_relay(name, reader, on_line))
         return cls(name, process, output, relay, keeper)
 
