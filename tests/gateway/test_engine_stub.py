@@ -258,3 +258,37 @@ def test_settings_defaults_and_overrides() -> None:
     assert (custom.startup_delay, custom.token_count, custom.token_delay) == (2.0, 4, 0.0)
     with pytest.raises(SettingsError, match="STUB_TOKEN_COUNT must be a positive integer"):
         load_settings({"STUB_TOKEN_COUNT": "-2"})
+
+
+async def test_a_client_expecting_100_continue_gets_it_before_sending_the_body(
+    engine: Engine,
+) -> None:
+    port = engine.server.sockets[0].getsockname()[1]
+    reader, writer = await asyncio.open_connection("127.0.0.1", port)
+    try:
+        writer.write(
+            b"POST /v1/completions HTTP/1.1\r\nHost: s\r\nExpect: 100-continue\r\n"
+            b"Content-Length: 2\r\nConnection: close\r\n\r\n"
+        )
+        interim = await asyncio.wait_for(reader.readuntil(b"\r\n\r\n"), 10)
+        assert interim == b"HTTP/1.1 100 Continue\r\n\r\n"
+        writer.write(b"{}")
+        answer = await asyncio.wait_for(reader.read(), 10)
+    finally:
+        writer.close()
+    assert answer.startswith(b"HTTP/1.1 200 OK\r\n")
+
+
+async def test_an_http10_client_gets_its_stream_unchunked_ended_by_the_close(
+    engine: Engine,
+) -> None:
+    answer = await _raw(
+        engine,
+        b"POST /v1/completions?tokens=2 HTTP/1.0\r\nContent-Length: 16\r\n\r\n"
+        b'{"stream": true}',
+    )
+    head, _, body = answer.partition(b"\r\n\r\n")
+    assert b"transfer-encoding" not in head.lower()
+    assert b"connection: close" in head
+    assert body.startswith(b"data: {")
+    assert body.endswith(b"data: [DONE]\n\n")
