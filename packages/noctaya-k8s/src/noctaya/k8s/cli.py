@@ -1,4 +1,4 @@
-"""The `noctaya` command: one argparse sub-command per job (`crds` here; others register alongside).
+"""The `noctaya` command: one argparse sub-command per job (CRDs, RBAC, docs, render, validate).
 
 Each sub-command is a `(name, help, configure, run)` entry in `COMMANDS`; `configure` adds its
 arguments and `run` returns the process exit code, so adding `operator` or `render` is one entry.
@@ -12,7 +12,12 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
+from noctaya.core.errors import NoctayaError
+from noctaya.core.plugins import VendorRegistry
 from noctaya.k8s.crds import write_crds
+from noctaya.k8s.docs import PAGES
+from noctaya.k8s.offline import DEFAULT_NAMESPACE, Outcome, render_files
+from noctaya.k8s.operator.flags import DEFAULT_GATEWAY_IMAGE, go_int
 from noctaya.k8s.rbac import write_rbac
 
 
@@ -41,6 +46,86 @@ def _writing(write: Callable[[Path], list[Path]]) -> Callable[[argparse.Namespac
     return run
 
 
+def _configure_docs(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("page", choices=sorted(PAGES), help="the page to generate")
+    parser.add_argument(
+        "--output", required=True, type=Path, help="Markdown file to write the page to"
+    )
+
+
+def _write_docs(args: argparse.Namespace) -> int:
+    args.output.parent.mkdir(parents=True, exist_ok=True)
+    args.output.write_text(PAGES[args.page](), encoding="utf-8")
+    print(args.output)
+    return 0
+
+
+def _configure_manifests(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument(
+        "-f",
+        "--filename",
+        dest="files",
+        action="extend",
+        nargs="+",
+        type=Path,
+        required=True,
+        metavar="FILE",
+        help="LLMService and InferenceRuntime manifests (a directory: its .yaml files)",
+    )
+    parser.add_argument(
+        "-n",
+        "--namespace",
+        default=DEFAULT_NAMESPACE,
+        help="namespace of services whose manifest names none (default: %(default)s)",
+    )
+    parser.add_argument(
+        "--gateway-image",
+        default=DEFAULT_GATEWAY_IMAGE,
+        help="the operator's --gateway-image (default: %(default)s)",
+    )
+    parser.add_argument(
+        "--gateway-replicas",
+        type=go_int,
+        default=1,
+        metavar="N",
+        help="the operator's --gateway-replicas (default: %(default)s)",
+    )
+
+
+def _check(args: argparse.Namespace) -> Outcome | None:
+    """The offline outcome with every problem printed to stderr; None when there were any."""
+    try:
+        outcome = render_files(
+            args.files,
+            VendorRegistry.discover(),
+            gateway_image=args.gateway_image,
+            gateway_replicas=args.gateway_replicas,
+            namespace=args.namespace,
+        )
+    except NoctayaError as error:  # the vendor plugins themselves cannot be loaded
+        print(f"noctaya: {error.reason}: {error.message}", file=sys.stderr)
+        return None
+    for problem in outcome.problems:
+        print(problem, file=sys.stderr)
+    return None if outcome.problems else outcome
+
+
+def _render(args: argparse.Namespace) -> int:
+    outcome = _check(args)
+    if outcome is None:
+        return 1
+    sys.stdout.write(outcome.yaml())
+    return 0
+
+
+def _validate(args: argparse.Namespace) -> int:
+    outcome = _check(args)
+    if outcome is None:
+        return 1
+    print(f"{outcome.documents} documents valid")
+    return 0
+
+
 COMMANDS: list[Command] = [
     Command(
         "crds",
@@ -53,6 +138,24 @@ COMMANDS: list[Command] = [
         "write the operator's RBAC: its ClusterRole, leader-election Role, bindings",
         _configure_output,
         _writing(write_rbac),
+    ),
+    Command(
+        "docs",
+        "write a generated page of the manual (API reference, operator flags)",
+        _configure_docs,
+        _write_docs,
+    ),
+    Command(
+        "render",
+        "print the objects the operator would create for the given manifests, as YAML",
+        _configure_manifests,
+        _render,
+    ),
+    Command(
+        "validate",
+        "check manifests as the operator would; list every problem, exit 1 if there are any",
+        _configure_manifests,
+        _validate,
     ),
 ]
 

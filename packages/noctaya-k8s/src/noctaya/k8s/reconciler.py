@@ -8,31 +8,23 @@ nothing; the first error wins with its reason and becomes the Ready/Degraded con
 from __future__ import annotations
 
 import base64
-import json
 import logging
 from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import UTC, datetime
-from typing import TypeVar
 
 from kubernetes.client.exceptions import ApiException
-from noctaya.core.api import InferenceRuntime, LLMService, read_inferenceruntime, read_llmservice
+from noctaya.core.api import LLMService, read_llmservice
 from noctaya.core.errors import NoctayaError
-from noctaya.core.model_source import resolve_model
 from noctaya.core.observation import BackendObservation
-from noctaya.core.plan.serving import ServingPlan, plan_serving
+from noctaya.core.plan.serving import ServingPlan
 from noctaya.core.plugins import VendorRegistry
-from noctaya.core.runtime_selection import (
-    RuntimeCandidate,
-    pinned_runtime_name,
-    runtime_lookup_error,
-    select_runtime,
-)
 from noctaya.core.status import decide_event, failure_status, success_status
 from noctaya.k8s import kinds
 from noctaya.k8s.apply import Applier
 from noctaya.k8s.events import EventRecorder
 from noctaya.k8s.observe import observe
+from noctaya.k8s.planning import ServicePlanner, api_message, api_step
 from noctaya.k8s.reader import ApiReader, KubeObject, Reader
 from noctaya.k8s.render.labels import backend_pod_selector
 from noctaya.k8s.render.serving import RenderedService, render_serving
@@ -45,7 +37,6 @@ from noctaya.k8s.runtime.resources import (
 from noctaya.k8s.status_writer import StatusWriter
 
 _log = logging.getLogger(__name__)
-_T = TypeVar("_T")
 AUTOSCALING_UNAVAILABLE_PREFIX = (
     "KEDA ScaledObject CRD is required before deploying an LLMService: "
 )
@@ -60,21 +51,6 @@ class OperatorSettings:
 
 def _now() -> str:
     return datetime.now(UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
-
-
-def _api_step(reason: str, call: Callable[[], _T]) -> _T:
-    """Run one API step; its failure carries the step's reason to the conditions."""
-    try:
-        return call()
-    except ApiException as error:
-        raise NoctayaError(reason, _api_message(error)) from error
-
-
-def _api_message(error: Exception) -> str:
-    summary = getattr(error, "summary", None)
-    if callable(summary):
-        return str(summary())
-    return str(getattr(error, "reason", None) or error)
 
 
 class _Progress:
@@ -98,8 +74,12 @@ class LLMServiceReconciler:
         self._applier = Applier(resolver, self._reader)
         self._status = StatusWriter(resolver)
         self._events = EventRecorder(resolver)
-        self._vendors = vendors
-        self._settings = settings
+        self._planner = ServicePlanner(
+            self._reader,
+            vendors,
+            gateway_image=settings.gateway_image,
+            gateway_replicas=settings.gateway_replicas,
+        )
         self._now = now
 
     def reconcile(self, key: tuple[str, str]) -> None:
@@ -110,7 +90,7 @@ class LLMServiceReconciler:
         progress = _Progress()
         try:
             service = read_llmservice(live)
-            plan = self._plan(service)
+            plan = self._planner.plan(service)
             rendered = render_serving(plan)
             self._apply(live, plan, rendered, progress)
             observation = self._observe(plan, rendered)
@@ -127,58 +107,6 @@ class LLMServiceReconciler:
         )
         self._report_success(live, service, plan, observation)
 
-    # -- resolve and plan (no writes) -------------------------------------------------------
-
-    def _plan(self, service: LLMService) -> ServingPlan:
-        runtime = self._resolve_runtime(service)
-        # Vendor names are open-ended: the installed plugins decide (else UnsupportedVendor).
-        adapter = self._vendors.adapter(runtime.spec.vendor)
-        source = service.spec.model.source
-        model = resolve_model(
-            source.uri if source else None,
-            secret_ref_name=source.secret_ref.name if source and source.secret_ref else None,
-            catalog_ref=service.spec.model.catalog_ref,
-        )
-        return plan_serving(
-            service,
-            runtime,
-            adapter,
-            model,
-            gateway_image=self._settings.gateway_image,
-            gateway_replicas=self._settings.gateway_replicas,
-        )
-
-    def _resolve_runtime(self, service: LLMService) -> InferenceRuntime:
-        selection = service.spec.runtime
-        vendors = list(selection.selector.vendor or []) if selection.selector else []
-        pinned = pinned_runtime_name(selection.name, vendors)
-        if pinned is not None:
-            try:
-                obj = self._reader.get(kinds.INFERENCE_RUNTIME, "", pinned)
-            except ApiException as error:
-                raise runtime_lookup_error(pinned, _api_message(error)) from error
-            if obj is None:
-                raise runtime_lookup_error(
-                    pinned, f'inferenceruntimes.serving.noctaya.io "{pinned}" not found'
-                )
-            return _parse_runtime(obj)
-        runtimes = {
-            obj["metadata"]["name"]: obj
-            for obj in _api_step(
-                "RuntimeResolution", lambda: self._reader.list(kinds.INFERENCE_RUNTIME, "", "")
-            )
-        }
-        candidates = [
-            RuntimeCandidate(
-                name=name,
-                vendor=str(obj.get("spec", {}).get("vendor", "")),
-                priority=int(obj.get("spec", {}).get("priority") or 0),
-            )
-            for name, obj in runtimes.items()
-        ]
-        chosen = select_runtime(candidates, vendors)
-        return _parse_runtime(runtimes[chosen.name])
-
     # -- apply, in the reference's order ------------------------------------------------------
 
     def _apply(
@@ -189,13 +117,13 @@ class LLMServiceReconciler:
         applier = self._applier
 
         def apply(reason: str, obj: KubeObject) -> None:
-            _api_step(reason, lambda: applier.apply(obj, owner, reason))
+            api_step(reason, lambda: applier.apply(obj, owner, reason))
 
         def create_once(reason: str, obj: KubeObject) -> KubeObject:
-            return _api_step(reason, lambda: applier.create_once(obj, owner, reason))
+            return api_step(reason, lambda: applier.create_once(obj, owner, reason))
 
         def delete(reason: str, kind: ResourceKind, name: str) -> None:
-            _api_step(reason, lambda: applier.delete_if_controlled(kind, svc.namespace, name, uid))
+            api_step(reason, lambda: applier.delete_if_controlled(kind, svc.namespace, name, uid))
 
         try:
             applier.apply(rendered.scaled_object, owner, "ApplyScaledObject")
@@ -206,9 +134,9 @@ class LLMServiceReconciler:
         except ApiException as error:
             if api_status(error) == 404:
                 raise NoctayaError(
-                    "AutoscalingUnavailable", AUTOSCALING_UNAVAILABLE_PREFIX + _api_message(error)
+                    "AutoscalingUnavailable", AUTOSCALING_UNAVAILABLE_PREFIX + api_message(error)
                 ) from error
-            raise NoctayaError("ApplyScaledObject", _api_message(error)) from error
+            raise NoctayaError("ApplyScaledObject", api_message(error)) from error
         progress.autoscaling_applied = True
 
         if rendered.demand_secret is not None:
@@ -237,16 +165,16 @@ class LLMServiceReconciler:
     def _observe(self, plan: ServingPlan, rendered: RenderedService) -> BackendObservation:
         svc = plan.service
         if rendered.prewarm_job is not None:
-            job = _api_step(
+            job = api_step(
                 "ObservePrewarmJob",
                 lambda: self._reader.get(kinds.JOB, svc.namespace, svc.prewarm_job),
             )
             _check_prewarm_job(svc.prewarm_job, job)
-        deployment = _api_step(
+        deployment = api_step(
             "ObserveBackendDeployment",
             lambda: self._reader.get(kinds.DEPLOYMENT, svc.namespace, svc.name),
         )
-        pods = _api_step(
+        pods = api_step(
             "ObserveBackendPods",
             lambda: self._reader.list(
                 kinds.POD, svc.namespace, backend_pod_selector(svc, plan.runtime)
@@ -307,18 +235,7 @@ class LLMServiceReconciler:
                 ),
             )
         except ApiException as write_error:
-            _log.warning("could not write failure status: %s", _api_message(write_error))
-
-
-def _parse_runtime(obj: KubeObject) -> InferenceRuntime:
-    """A broken runtime is a runtime-resolution failure of the service that selected it."""
-    try:
-        return read_inferenceruntime(obj)
-    except NoctayaError as error:
-        name = (obj.get("metadata") or {}).get("name", "")
-        raise NoctayaError(
-            "RuntimeResolution", f"InferenceRuntime {json.dumps(name)}: {error.message}"
-        ) from error
+            _log.warning("could not write failure status: %s", api_message(write_error))
 
 
 def _check_demand_secret(secret: KubeObject) -> None:

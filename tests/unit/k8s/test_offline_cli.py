@@ -1,0 +1,175 @@
+"""`noctaya validate` and `noctaya render`: the operator's verdict on manifests, offline.
+
+Every shipped example must validate; bad manifests list every problem (field path and rule, or
+the operator's `Reason: message`) and exit 1, never a traceback.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+import yaml
+from noctaya.k8s.cli import main
+from support.manifests import inference_runtime, llmservice
+
+REPO = Path(__file__).resolve().parents[3]
+EXAMPLES = REPO / "examples"
+EXAMPLE_SETS = sorted(
+    {path.parent for path in EXAMPLES.rglob("*.yaml")}, key=lambda path: str(path)
+)
+
+
+def write(path: Path, *documents: object) -> Path:
+    path.write_text(yaml.safe_dump_all(documents), encoding="utf-8")
+    return path
+
+
+def run(capsys: pytest.CaptureFixture[str], *argv: str) -> tuple[int, str, str]:
+    code = main(list(argv))
+    captured = capsys.readouterr()
+    return code, captured.out, captured.err
+
+
+@pytest.mark.parametrize(
+    "directory", EXAMPLE_SETS, ids=[str(p.relative_to(EXAMPLES)) for p in EXAMPLE_SETS]
+)
+def test_every_example_validates_clean(directory: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    code, out, err = run(capsys, "validate", "-f", str(directory))
+    assert (code, err) == (0, ""), err
+    assert out.endswith("documents valid\n")
+
+
+def test_examples_cover_every_example_file() -> None:
+    assert {p for d in EXAMPLE_SETS for p in d.glob("*.yaml")} == set(EXAMPLES.rglob("*.yaml"))
+
+
+def test_validate_lists_every_problem_with_its_field_path_and_rule(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    bad = write(
+        tmp_path / "bad.yaml",
+        llmservice("bad", {"scaling": {"min": 3, "max": 1, "maxx": 2}, "cache": {"size": "-1"}}),
+        {"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "x"}},
+    )
+    code, out, err = run(capsys, "validate", "-f", str(bad))
+    assert (code, out) == (1, "")
+    assert err.splitlines() == [
+        f"{bad} (document 1): LLMService default/bad: spec.scaling.max: min must not exceed max",
+        f"{bad} (document 1): LLMService default/bad: spec.scaling.maxx: unknown field",
+        f"{bad} (document 1): LLMService default/bad: spec.cache.size: "
+        "must be greater than or equal to 0",
+        f'{bad} (document 2): kind: supported values: "LLMService", "InferenceRuntime", '
+        'got "ConfigMap"',
+    ]
+
+
+def test_validate_reports_planning_failures_with_the_operators_reason(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    runtime = write(tmp_path / "runtime.yaml", inference_runtime("rt"))
+    service = write(
+        tmp_path / "svc.yaml",
+        llmservice(
+            "tagged",
+            {
+                "model": {"source": {"uri": "oci://r.io/m@sha256:" + "a" * 64}},
+                "runtime": {"name": "rt"},
+                "cache": {"strategy": "None"},
+            },
+        ),
+        llmservice("orphan", {"runtime": {"name": "missing"}}),
+    )
+    code, _, err = run(capsys, "validate", "-n", "ai", "-f", str(runtime), str(service))
+    assert code == 1
+    assert err.splitlines() == [
+        f"{service} (document 1): LLMService ai/tagged: Prewarm: "
+        "oci:// model sources require a persistent cache strategy",
+        f"{service} (document 2): LLMService ai/orphan: RuntimeResolution: "
+        'get InferenceRuntime "missing": inferenceruntimes.serving.noctaya.io "missing" not found',
+    ]
+
+
+def test_an_uninstalled_vendor_is_unsupported_listing_the_installed_ones(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    files = write(
+        tmp_path / "all.yaml",
+        inference_runtime("rt", {"vendor": "acme"}),
+        llmservice("svc", {"runtime": {"name": "rt"}}),
+    )
+    code, _, err = run(capsys, "validate", "-f", str(files))
+    assert code == 1
+    assert 'UnsupportedVendor: no backend adapter registered for vendor "acme"' in err
+
+
+def test_render_prints_the_operators_objects_in_apply_order(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    code, out, err = run(
+        capsys, "render", "-f", str(EXAMPLES / "nvidia" / "a10"), "--gateway-replicas", "2"
+    )
+    assert (code, err) == (0, "")
+    objects = list(yaml.safe_load_all(out))
+    assert [(o["kind"], o["metadata"]["name"]) for o in objects] == [
+        ("ScaledObject", "qwen3-8b-a10"),
+        ("Secret", "qwen3-8b-a10-demand-auth"),
+        ("PersistentVolumeClaim", "qwen3-8b-a10-cache"),
+        ("Job", "qwen3-8b-a10-prewarm"),
+        ("Deployment", "qwen3-8b-a10"),
+        ("Service", "qwen3-8b-a10-backend"),
+        ("Deployment", "qwen3-8b-a10-gateway"),
+        ("Service", "qwen3-8b-a10"),
+        ("PodDisruptionBudget", "qwen3-8b-a10-gateway"),
+        ("Deployment", "qwen3-8b-a10-scaler"),
+        ("Service", "qwen3-8b-a10-scaler"),
+    ]
+    assert {o["metadata"]["namespace"] for o in objects} == {"default"}
+
+
+def test_render_writes_nothing_when_any_service_is_invalid(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    files = write(
+        tmp_path / "all.yaml",
+        inference_runtime("rt"),
+        llmservice("good", {"runtime": {"name": "rt"}}),
+        llmservice("bad", {"runtime": {"name": "rt"}, "cache": {"strategy": "BakedImage"}}),
+    )
+    code, out, err = run(capsys, "render", "-f", str(files))
+    assert (code, out) == (1, "")
+    assert err == (
+        f"{files} (document 3): LLMService default/bad: Render: "
+        'cache strategy "BakedImage" is not supported yet\n'
+    )
+
+
+@pytest.mark.parametrize(
+    ("text", "problem"),
+    [
+        ("kind: [unclosed\n", "invalid YAML: expected ',' or ']', but got '<stream end>'"),
+        ("- just\n- a list\n", "expected a mapping, got list"),
+        ("kind: LLMService\nspec: {}\n", "metadata.name: Required value"),
+    ],
+)
+def test_malformed_files_are_one_line_errors_not_tracebacks(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], text: str, problem: str
+) -> None:
+    path = tmp_path / "broken.yaml"
+    path.write_text(text, encoding="utf-8")
+    code, _, err = run(capsys, "validate", "-f", str(path))
+    assert code == 1
+    assert problem in err
+    assert "Traceback" not in err
+
+
+def test_missing_files_and_empty_directories_are_reported(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    code, _, err = run(capsys, "validate", "-f", str(tmp_path / "nope.yaml"), str(tmp_path))
+    assert code == 1
+    assert err.splitlines() == [
+        f"{tmp_path}: directory holds no .yaml or .yml files",
+        f"{tmp_path / 'nope.yaml'}: cannot read: [Errno 2] No such file or directory: "
+        f"'{tmp_path / 'nope.yaml'}'",
+    ]
