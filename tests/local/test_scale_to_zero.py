@@ -30,7 +30,7 @@ from .support import (
 )
 
 SCALE_DOWN_WITHIN = 45.0
-"""The gateway holds demand 15 s after readiness (§2.7), then the 1 s cooldown runs."""
+"""The gateway holds demand 15 s after readiness (activation grace), then the 1 s cooldown runs."""
 CHAT = {"model": "svc", "messages": [{"role": "user", "content": "hi"}]}
 
 

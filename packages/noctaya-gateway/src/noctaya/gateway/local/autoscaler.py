@@ -1,6 +1,6 @@
 """Local mode's KEDA: scale the engine 0 → 1 when demand appears, back to 0 after the cooldown.
 
-The meaning of the fields is KEDA's, from the ScaledObject the operator renders (§1.11):
+The meaning of the fields is KEDA's, from the ScaledObject the operator renders:
 `scaling.scaleDownStabilization` is the cooldown — the engine stops once demand has been
 inactive that long, and any demand in between cancels the countdown; `scaling.min` ≥ 1 keeps the
 engine up for good. One machine runs one engine at most (the runtime's port is one address and

@@ -34,7 +34,7 @@ READ_TIMEOUT = 30.0
 SCALE_DOWN_DEADLINE = 60.0
 EXIT_DEADLINE = 30.0
 READY_GRACE = GatewayConfig.ready_grace
-"""How long the gateway keeps demand after the engine became ready (reference §2.7)."""
+"""How long the gateway keeps demand after the engine became ready (its activation grace)."""
 _EVENTS = {
     "serving": log_lines.SERVING_RE,
     "started": log_lines.ENGINE_STARTED_RE,

@@ -1,8 +1,8 @@
 """The gateway's environment in local mode: the operator's contract with loopback addresses.
 
-The gateway reads only `NOCTAYA_*` env (reference §2.1), so local mode configures it from the
-same core contract the operator renders a single-gateway Deployment from (§1.6.3); only the
-addresses and the API key file are local.
+The gateway reads only `NOCTAYA_*` env, so local mode configures it from the same core contract
+the operator renders a single-gateway Deployment from; only the addresses and the API key file
+are local.
 """
 
 from __future__ import annotations

@@ -40,7 +40,7 @@ _SCALER_LINE = re.compile(r"Noctaya external scaler listening on (\S+)$")
 
 
 class _GatewayAddresses:
-    """The bound addresses, read from the gateway's startup log lines (reference §2.1)."""
+    """The bound addresses, read from the gateway's startup log lines."""
 
     def __init__(self) -> None:
         loop = asyncio.get_running_loop()
