@@ -4,7 +4,7 @@ UV_VERSION := 0.13.8
 export UV_PYTHON_DOWNLOADS := never
 UV := $(shell command -v uv 2>/dev/null || echo .tools/bin/uv)
 
-.PHONY: test sync control-plane helm lint crds proto demo
+.PHONY: test sync control-plane helm lint crds proto demo cluster-deps cluster
 
 $(UV):
 	python3 -m venv .tools && .tools/bin/pip install -q uv==$(UV_VERSION)
@@ -17,6 +17,13 @@ control-plane:
 
 helm:
 	bash hack/build-helm.sh
+
+# The single-node test cluster (tests/e2e): Debian packages (root), then the Go builds.
+cluster-deps:
+	bash hack/install-cluster-deps.sh
+
+cluster: control-plane cluster-deps
+	bash hack/build-cluster.sh
 
 lint: sync
 	.venv/bin/ruff check .
