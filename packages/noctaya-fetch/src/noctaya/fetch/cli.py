@@ -16,6 +16,8 @@ from collections.abc import Sequence
 from decimal import Decimal
 from pathlib import Path
 
+from noctaya.fetch.limits import DEFAULT_CONCURRENCY, DEFAULT_SIZE_CAP
+
 EXIT_PERMANENT = 2
 """Retrying cannot help: bad URI, not found, not allowed, wrong bytes, unsafe artifact."""
 EXIT_TRANSIENT = 75
@@ -99,11 +101,14 @@ def _parser() -> argparse.ArgumentParser:
     parser.add_argument(
         "--size-cap",
         type=_quantity,
-        default="200Gi",
+        default=DEFAULT_SIZE_CAP,
         help="largest OCI artifact accepted, as a Kubernetes quantity (default 200Gi)",
     )
     parser.add_argument(
-        "--concurrency", type=_positive, default=4, help="OCI blobs downloaded at once"
+        "--concurrency",
+        type=_positive,
+        default=DEFAULT_CONCURRENCY,
+        help="OCI blobs downloaded at once",
     )
     parser.add_argument(
         "--attempts", type=_positive, default=6, help="tries per download, the first included"

@@ -19,6 +19,7 @@ from noctaya.core.model_source import SourceKind, resolve_model
 from noctaya.fetch.credentials import check_registry_config
 from noctaya.fetch.errors import FetchError, PermanentFetchError
 from noctaya.fetch.layout import oci_destination
+from noctaya.fetch.limits import DEFAULT_CONCURRENCY, DEFAULT_SIZE_CAP
 from noctaya.fetch.oci_layers import (
     TITLE,
     SizeBudget,
@@ -30,9 +31,6 @@ from noctaya.fetch.oci_registry import DownloadStopped, Layer, RegistryClient
 from noctaya.fetch.progress import Progress
 from noctaya.fetch.promotion import fresh_directory, is_complete, partial_of, promote, remove
 from noctaya.fetch.retry import RetryPolicy
-
-DEFAULT_SIZE_CAP = 200 * 1024**3
-DEFAULT_CONCURRENCY = 4
 
 
 class OciFetcher:

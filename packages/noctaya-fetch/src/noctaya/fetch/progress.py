@@ -55,7 +55,10 @@ class Progress:
                 return self._counted
         size = _tree_size(directory)
         with self._lock:
-            self._last = max(self._last, size) if size is not None else self._last
+            if size is not None:
+                # The directory also holds the client's metadata: never report past the total.
+                size = min(size, self.total) if self.total is not None else size
+                self._last = max(self._last, size)
             return self._last
 
     @property

@@ -1,4 +1,8 @@
-"""Which fetcher serves a model URI."""
+"""Which fetcher serves a model URI.
+
+Each fetcher is imported only when its scheme is asked for: a Job fetches one source, and the
+hub clients take seconds to import on a busy node.
+"""
 
 from __future__ import annotations
 
@@ -9,9 +13,7 @@ from noctaya.core.errors import NoctayaError
 from noctaya.core.model_source import SourceKind, resolve_model
 from noctaya.core.ports import ModelFetcher
 from noctaya.fetch.errors import PermanentFetchError
-from noctaya.fetch.huggingface import HuggingFaceFetcher
-from noctaya.fetch.modelscope import ModelScopeFetcher
-from noctaya.fetch.oci import DEFAULT_CONCURRENCY, DEFAULT_SIZE_CAP, OciFetcher
+from noctaya.fetch.limits import DEFAULT_CONCURRENCY, DEFAULT_SIZE_CAP
 from noctaya.fetch.progress import Progress
 from noctaya.fetch.retry import RetryPolicy
 
@@ -33,10 +35,16 @@ def fetcher_for(uri: str, options: FetchOptions) -> ModelFetcher:
     except NoctayaError as error:
         raise PermanentFetchError(uri, error.message) from None
     if kind is SourceKind.HF:
+        from noctaya.fetch.huggingface import HuggingFaceFetcher
+
         return HuggingFaceFetcher(retry=options.retry, progress=options.progress)
     if kind is SourceKind.MODELSCOPE:
+        from noctaya.fetch.modelscope import ModelScopeFetcher
+
         return ModelScopeFetcher(retry=options.retry, progress=options.progress)
     if kind is SourceKind.OCI:
+        from noctaya.fetch.oci import OciFetcher
+
         return OciFetcher(
             retry=options.retry,
             progress=options.progress,
