@@ -67,7 +67,7 @@ async def test_clients_that_never_open_their_window_hold_bounded_buffers_then_ge
         started = time.monotonic()
         async with http.post(f"{url}/healthz") as response:
             assert response.status == 200
-        assert time.monotonic() - started < 1.0, "another client waited on the stalled ones"
+        assert time.monotonic() - started < 2.0, "another client waited on the stalled ones"
         for client in clients:
             reply = await client.response(1, within=10)
             assert reply.reset == h2.errors.ErrorCodes.INTERNAL_ERROR
@@ -189,7 +189,7 @@ async def test_a_frame_flood_ends_its_connection_with_enhance_your_calm_and_no_o
         started = time.monotonic()
         async with http.get(f"{gateway.url}/healthz") as response:
             assert response.status == 200
-        assert time.monotonic() - started < 1.0
+        assert time.monotonic() - started < 2.0, "another client waited on the flood"
         await client.until_closed()
     finally:
         client.close()
