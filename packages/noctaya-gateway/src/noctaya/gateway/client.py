@@ -6,7 +6,6 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-from collections.abc import AsyncIterator
 
 from noctaya.gateway.responses import Message, Receive, Send
 
@@ -76,16 +75,6 @@ class ClientChannel:
 
     async def read_all(self) -> bytes:
         return await self.read_prefix(self._limit + 1)
-
-    async def stream(self, prefix: bytes) -> AsyncIterator[bytes]:
-        """`prefix`, then the rest of the body as it arrives; starts the watch once it is read."""
-        if prefix:
-            yield prefix
-        while not self.body_complete:
-            chunk = await self.next_chunk()
-            if chunk:
-                yield chunk
-        self.watch()
 
     def guard(self, send: Send) -> Send:
         """For HTTP/1.1: `send`, except that the last message of a response waits until the
