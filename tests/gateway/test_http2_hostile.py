@@ -216,3 +216,23 @@ async def test_a_backend_failing_mid_stream_resets_the_h2_stream_instead_of_leav
             client.close()
     finally:
         echo.server.close()
+
+
+async def test_a_body_stalled_on_one_stream_gets_408_and_takes_no_slot(
+    engine: Engine, start_gateway: StartGateway
+) -> None:
+    gateway = await start_gateway(engine.url, max_queue=1, request_body_timeout=0.5)
+    client = await RawH2.open(gateway.server.port)
+    try:
+        client.connection.send_headers(
+            1, [*request_headers("/v1/completions"), ("content-length", "100")]
+        )
+        client.connection.send_data(1, b"{")  # and nothing more
+        client.request(3, request_headers("/v1/completions"), b"{}")
+        assert (await client.response(3)).status == b"200", "the one slot was free"
+        stalled = await client.response(1)
+        assert stalled.status == b"408"
+        assert b'"code":"request_timeout"' in stalled.body
+        assert gateway.pending == 0
+    finally:
+        client.close()
