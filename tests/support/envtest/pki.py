@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import datetime
 import ipaddress
+from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -31,8 +32,14 @@ class Pki:
     service_account_public_key: Path
 
 
-def write_pki(folder: Path) -> Pki:
-    """Writes a CA, a 127.0.0.1/localhost serving pair, an admin client pair and an SA key."""
+def write_pki(
+    folder: Path,
+    *,
+    serving_ips: Sequence[str] = ("127.0.0.1",),
+    serving_names: Sequence[str] = ("localhost",),
+) -> Pki:
+    """Writes a CA, a serving pair (127.0.0.1/localhost unless told), an admin client pair and
+    an SA key."""
     folder.mkdir(parents=True, exist_ok=True)
     ca_key = ec.generate_private_key(ec.SECP256R1())
     ca_name = _name("noctaya-test-ca")
@@ -61,8 +68,8 @@ def write_pki(folder: Path) -> Pki:
         .add_extension(
             x509.SubjectAlternativeName(
                 [
-                    x509.DNSName("localhost"),
-                    x509.IPAddress(ipaddress.IPv4Address("127.0.0.1")),
+                    *(x509.DNSName(name) for name in serving_names),
+                    *(x509.IPAddress(ipaddress.ip_address(ip)) for ip in serving_ips),
                 ]
             ),
             critical=False,

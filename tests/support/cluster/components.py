@@ -1,0 +1,352 @@
+"""The box's components: their configuration files and the order the supervisor starts them.
+
+All of them run inside the box's namespaces; the API server listens on the node address, which
+the host reaches over the veth pair. Every component authenticates with the one admin
+certificate: the box tests the cluster's behaviour, not its authorization set-up.
+"""
+
+from __future__ import annotations
+
+import json
+import shutil
+import sys
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+from ..envtest.pki import Pki, write_pki
+from . import images, layout
+from .images import Image
+
+APISERVER = f"https://{layout.NODE_IP}:{layout.APISERVER_PORT}"
+SUPERVISOR = Path(__file__).with_name("supervisor.py")
+BOX_IMAGE = "noctaya.local/box:latest"
+COREDNS_IMAGE = "noctaya.local/coredns:latest"
+KEDA_IMAGE = "noctaya.local/keda:latest"
+_NONROOT = "1000:1000"
+
+
+def box_images(programs: layout.Programs) -> list[Image]:
+    """The test image (busybox and box-agent; its entrypoint is the sandbox's pause), CoreDNS's
+    and KEDA's, each made from the built binaries."""
+    return [
+        Image(
+            BOX_IMAGE,
+            files={"/bin/busybox": layout.BUSYBOX, "/box-agent": programs.path("box-agent")},
+            links=images.busybox_links(),
+            entrypoint=("/box-agent", "pause"),
+        ),
+        Image(
+            COREDNS_IMAGE, files={"/coredns": programs.path("coredns")}, entrypoint=("/coredns",)
+        ),
+        Image(
+            KEDA_IMAGE,
+            files={
+                "/keda": programs.path("keda"),
+                "/keda-adapter": programs.path("keda-adapter"),
+            },
+            entrypoint=("/keda",),
+            user=_NONROOT,
+        ),
+    ]
+
+
+def write_plan(folders: layout.Folders, programs: layout.Programs, archives: list[Path]) -> Path:
+    """Writes PKI, kubeconfig and configuration files; returns the supervisor's plan."""
+    run = folders.run
+    pki = write_pki(
+        run / "pki",
+        serving_ips=("127.0.0.1", layout.NODE_IP, layout.KUBERNETES_SERVICE_IP),
+        serving_names=(
+            "localhost",
+            "kubernetes",
+            "kubernetes.default",
+            "kubernetes.default.svc",
+            f"kubernetes.default.svc.{layout.CLUSTER_DOMAIN}",
+        ),
+    )
+    _write_kubeconfig(folders.kubeconfig, pki)
+    kubeconfig = str(folders.kubeconfig)
+    socket = run / "containerd.sock"
+    _write(run / "containerd.toml", _containerd_config(run, socket))
+    _write(run / "cni" / "10-box.conflist", json.dumps(_cni_config(), indent=2))
+    _write(run / "resolv.conf", "")
+    _write(run / "kubelet.yaml", yaml.safe_dump(_kubelet_config(run, socket, pki)))
+    _write(run / "kube-proxy.yaml", yaml.safe_dump(_proxy_config(kubeconfig)))
+    ctr = ["ctr", f"--address={socket}", "--namespace=k8s.io"]
+    plan = {
+        "state_file": str(run / "supervisor.json"),
+        "log_dir": str(folders.logs),
+        "setup": [
+            # Private to the box's mount namespace: what the kubelet and containerd write there
+            # without asking (log links, shim sockets) never reaches the host.
+            ["mount", "-t", "tmpfs", "box-run", "/run"],
+            ["mount", "-t", "tmpfs", "box-log", "/var/log"],
+        ],
+        "components": [
+            {
+                "name": "containerd",
+                "argv": ["containerd", f"--config={run / 'containerd.toml'}"],
+                "ready": f"path:{socket}",
+                "then": [[*ctr, "images", "import", str(archive)] for archive in archives],
+            },
+            {
+                "name": "etcd",
+                "argv": _etcd_argv(programs, run),
+                "ready": "tcp:127.0.0.1:2379",
+            },
+            {
+                "name": "kube-apiserver",
+                "argv": _apiserver_argv(programs, pki),
+                "ready": f"tcp:127.0.0.1:{layout.APISERVER_PORT}",
+            },
+            {
+                "name": "kube-controller-manager",
+                "argv": _controller_manager_argv(programs, kubeconfig, pki),
+            },
+            {
+                "name": "kube-scheduler",
+                "argv": [
+                    str(programs.path("kube-scheduler")),
+                    f"--kubeconfig={kubeconfig}",
+                    f"--authentication-kubeconfig={kubeconfig}",
+                    f"--authorization-kubeconfig={kubeconfig}",
+                    "--leader-elect=false",
+                    "--bind-address=127.0.0.1",
+                ],
+            },
+            {
+                "name": "kubelet",
+                "argv": [
+                    str(programs.path("kubelet")),
+                    f"--config={run / 'kubelet.yaml'}",
+                    f"--kubeconfig={kubeconfig}",
+                    f"--root-dir={run / 'kubelet'}",
+                    f"--hostname-override={layout.NAME}",
+                    f"--node-ip={layout.NODE_IP}",
+                ],
+            },
+            {
+                "name": "kube-proxy",
+                "argv": [str(programs.path("kube-proxy")), f"--config={run / 'kube-proxy.yaml'}"],
+            },
+        ],
+    }
+    path = run / "plan.json"
+    _write(path, json.dumps(plan, indent=2))
+    return path
+
+
+def supervisor_argv(plan: Path) -> list[str]:
+    """The box's init, started in the box's network namespace and new PID and mount ones."""
+    return [
+        "nsenter",
+        f"--net=/run/netns/{layout.NAME}",
+        "unshare",
+        "--pid",
+        "--fork",
+        "--kill-child",
+        "--mount",
+        "--mount-proc",
+        "--propagation=private",
+        sys.executable,
+        str(SUPERVISOR),
+        str(plan),
+    ]
+
+
+def _etcd_argv(programs: layout.Programs, run: Path) -> list[str]:
+    return [
+        str(programs.path("etcd")),
+        "--name=noctaya-box",
+        f"--data-dir={run / 'etcd'}",
+        "--listen-client-urls=http://127.0.0.1:2379",
+        "--advertise-client-urls=http://127.0.0.1:2379",
+        "--listen-peer-urls=http://127.0.0.1:2380",
+        "--initial-advertise-peer-urls=http://127.0.0.1:2380",
+        "--initial-cluster=noctaya-box=http://127.0.0.1:2380",
+        "--unsafe-no-fsync=true",
+        "--log-level=warn",
+    ]
+
+
+def _apiserver_argv(programs: layout.Programs, pki: Pki) -> list[str]:
+    return [
+        str(programs.path("kube-apiserver")),
+        "--etcd-servers=http://127.0.0.1:2379",
+        "--bind-address=0.0.0.0",
+        f"--advertise-address={layout.NODE_IP}",
+        f"--secure-port={layout.APISERVER_PORT}",
+        f"--tls-cert-file={pki.serving_cert}",
+        f"--tls-private-key-file={pki.serving_key}",
+        f"--client-ca-file={pki.ca_cert}",
+        f"--service-account-issuer=https://kubernetes.default.svc.{layout.CLUSTER_DOMAIN}",
+        f"--service-account-key-file={pki.service_account_public_key}",
+        f"--service-account-signing-key-file={pki.service_account_key}",
+        f"--service-cluster-ip-range={layout.SERVICE_CIDR}",
+        "--authorization-mode=Node,RBAC",
+        "--allow-privileged=true",
+        "--profiling=false",
+        f"--kubelet-client-certificate={pki.admin_cert}",
+        f"--kubelet-client-key={pki.admin_key}",
+        # The aggregation layer (KEDA's metrics API server): the API server proxies as the
+        # admin identity, which the extension server trusts through the request-header CA.
+        f"--proxy-client-cert-file={pki.admin_cert}",
+        f"--proxy-client-key-file={pki.admin_key}",
+        f"--requestheader-client-ca-file={pki.ca_cert}",
+        "--requestheader-username-headers=X-Remote-User",
+        "--requestheader-group-headers=X-Remote-Group",
+        "--requestheader-extra-headers-prefix=X-Remote-Extra-",
+        "--enable-aggregator-routing=true",
+    ]
+
+
+def _controller_manager_argv(programs: layout.Programs, kubeconfig: str, pki: Pki) -> list[str]:
+    return [
+        str(programs.path("kube-controller-manager")),
+        f"--kubeconfig={kubeconfig}",
+        f"--authentication-kubeconfig={kubeconfig}",
+        f"--authorization-kubeconfig={kubeconfig}",
+        "--leader-elect=false",
+        "--bind-address=127.0.0.1",
+        f"--service-account-private-key-file={pki.service_account_key}",
+        f"--root-ca-file={pki.ca_cert}",
+        f"--service-cluster-ip-range={layout.SERVICE_CIDR}",
+        # KEDA's HPA acts within seconds instead of the default 15 s.
+        "--horizontal-pod-autoscaler-sync-period=2s",
+    ]
+
+
+def _containerd_config(run: Path, socket: Path) -> str:
+    cri = 'plugins."io.containerd.grpc.v1.cri"'
+    return "\n".join(
+        [
+            "version = 2",
+            f'root = "{run / "containerd" / "root"}"',
+            f'state = "{run / "containerd" / "state"}"',
+            "[grpc]",
+            f'  address = "{socket}"',
+            '[plugins."io.containerd.internal.v1.opt"]',
+            f'  path = "{run / "containerd" / "opt"}"',
+            f"[{cri}]",
+            f'  sandbox_image = "{BOX_IMAGE}"',
+            "  netns_mounts_under_state_dir = true",
+            "  enable_selinux = false",
+            f"[{cri}.containerd]",
+            '  snapshotter = "overlayfs"',
+            '  default_runtime_name = "runc"',
+            f"[{cri}.containerd.runtimes.runc]",
+            '  runtime_type = "io.containerd.runc.v2"',
+            f"[{cri}.containerd.runtimes.runc.options]",
+            "  SystemdCgroup = false",
+            f'  BinaryName = "{shutil.which("runc")}"',
+            f"[{cri}.cni]",
+            f'  bin_dir = "{layout.CNI_BIN_DIR}"',
+            f'  conf_dir = "{run / "cni"}"',
+            "",
+        ]
+    )
+
+
+def _cni_config() -> dict[str, Any]:
+    return {
+        "cniVersion": "0.4.0",
+        "name": "box",
+        "plugins": [
+            {
+                "type": "bridge",
+                "bridge": "cni0",
+                "isGateway": True,
+                "ipMasq": False,
+                "hairpinMode": True,
+                "ipam": {
+                    "type": "host-local",
+                    "ranges": [[{"subnet": layout.POD_CIDR}]],
+                    "routes": [{"dst": "0.0.0.0/0"}],
+                },
+            },
+            {"type": "portmap", "capabilities": {"portMappings": True}},
+        ],
+    }
+
+
+def _kubelet_config(run: Path, socket: Path, pki: Pki) -> dict[str, Any]:
+    return {
+        "apiVersion": "kubelet.config.k8s.io/v1beta1",
+        "kind": "KubeletConfiguration",
+        # This machine has cgroup v1; the kubelet refuses it unless told otherwise.
+        "failCgroupV1": False,
+        "cgroupDriver": "cgroupfs",
+        "cgroupRoot": f"/{layout.NAME}",
+        "containerRuntimeEndpoint": f"unix://{socket}",
+        "authentication": {
+            "anonymous": {"enabled": False},
+            "webhook": {"enabled": False},
+            "x509": {"clientCAFile": str(pki.ca_cert)},
+        },
+        "authorization": {"mode": "AlwaysAllow"},
+        "clusterDNS": [layout.DNS_SERVICE_IP],
+        "clusterDomain": layout.CLUSTER_DOMAIN,
+        "resolvConf": str(run / "resolv.conf"),
+        "failSwapOn": False,
+        "healthzBindAddress": "127.0.0.1",
+        "readOnlyPort": 0,
+        # A test box on a shared disk: no evictions, no image garbage collection.
+        "evictionHard": {
+            "memory.available": "1Mi",
+            "nodefs.available": "1%",
+            "imagefs.available": "1%",
+            "nodefs.inodesFree": "1%",
+        },
+        "imageGCHighThresholdPercent": 100,
+        "imageGCLowThresholdPercent": 99,
+        "serializeImagePulls": False,
+        "syncFrequency": "10s",
+    }
+
+
+def _proxy_config(kubeconfig: str) -> dict[str, Any]:
+    return {
+        "apiVersion": "kubeproxy.config.k8s.io/v1alpha1",
+        "kind": "KubeProxyConfiguration",
+        "clientConnection": {"kubeconfig": kubeconfig},
+        "mode": "iptables",
+        "clusterCIDR": layout.POD_CIDR,
+        "hostnameOverride": layout.NAME,
+        # The conntrack table size is machine-wide: leave it as it is.
+        "conntrack": {"maxPerCore": 0, "min": 0},
+        "metricsBindAddress": "127.0.0.1:10249",
+        "healthzBindAddress": "127.0.0.1:10256",
+    }
+
+
+def _write_kubeconfig(path: Path, pki: Pki) -> None:
+    name = layout.NAME
+    config = {
+        "apiVersion": "v1",
+        "kind": "Config",
+        "clusters": [
+            {
+                "name": name,
+                "cluster": {"server": APISERVER, "certificate-authority": str(pki.ca_cert)},
+            }
+        ],
+        "users": [
+            {
+                "name": name,
+                "user": {
+                    "client-certificate": str(pki.admin_cert),
+                    "client-key": str(pki.admin_key),
+                },
+            }
+        ],
+        "contexts": [{"name": name, "context": {"cluster": name, "user": name}}],
+        "current-context": name,
+    }
+    _write(path, yaml.safe_dump(config))
+
+
+def _write(path: Path, text: str) -> None:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(text)

@@ -1,0 +1,161 @@
+"""What the box changes on the host, and taking it back: the network namespace and its veth
+pair, the kubelet's cgroup root, and the kernel settings the kubelet sets machine-wide.
+
+Processes and mounts need no sweeping here: they live in the box's own PID and mount
+namespaces and end with its init (see supervisor.py).
+"""
+
+from __future__ import annotations
+
+import ctypes
+import json
+import os
+import subprocess
+import time
+from pathlib import Path
+
+from . import layout
+
+NETNS_DIR = Path("/run/netns")
+CGROUP_FS = Path("/sys/fs/cgroup")
+# Set by the kubelet for the whole machine (not per network namespace); restored by `down`.
+KERNEL_SETTINGS = (
+    "vm/overcommit_memory",
+    "vm/panic_on_oom",
+    "kernel/panic",
+    "kernel/panic_on_oops",
+)
+_PROC_SYS = Path("/proc/sys")
+_CGROUP_REMOVE_SECONDS = 10.0
+
+
+class HostError(Exception):
+    """A host change could not be made or taken back; the message names the command."""
+
+
+def run(*argv: str) -> str:
+    result = subprocess.run(argv, capture_output=True, text=True, timeout=60)
+    if result.returncode != 0:
+        raise HostError(f"`{' '.join(argv)}` failed: {result.stderr.strip()}")
+    return result.stdout
+
+
+def netns_path() -> Path:
+    return NETNS_DIR / layout.NAME
+
+
+def save_host_state(path: Path) -> None:
+    """Records what `down` restores; kept if present, since then it predates a killed run."""
+    if path.exists():
+        return
+    state = {
+        "kernel": {name: (_PROC_SYS / name).read_text().strip() for name in KERNEL_SETTINGS},
+        "netns_dir_existed": NETNS_DIR.exists(),
+    }
+    path.write_text(json.dumps(state))
+
+
+def create_network() -> None:
+    """The box's network namespace, a veth pair to the host, and no route out of the box."""
+    name, box = layout.NAME, ["ip", "-n", layout.NAME]
+    run("ip", "netns", "add", name)
+    run(
+        "ip", "link", "add", layout.HOST_LINK, "type", "veth", "peer", "name", "eth0", "netns", name
+    )
+    run("ip", "addr", "add", f"{layout.HOST_ADDRESS}/{layout.LINK_PREFIX}", "dev", layout.HOST_LINK)
+    run("ip", "link", "set", layout.HOST_LINK, "up")
+    run(*box, "addr", "add", f"{layout.NODE_IP}/{layout.LINK_PREFIX}", "dev", "eth0")
+    run(*box, "link", "set", "lo", "up")
+    run(*box, "link", "set", "eth0", "up")
+    # Service IPs need a route for the box's own connections (kube-proxy rewrites them after
+    # the routing decision); a bridge without ports drops whatever no Service claims.
+    run(*box, "link", "add", "services", "type", "bridge")
+    run(*box, "link", "set", "services", "up")
+    run(*box, "route", "add", layout.SERVICE_CIDR, "dev", "services")
+    for setting in ("net/ipv4/ip_forward", "net/bridge/bridge-nf-call-iptables"):
+        run("nsenter", f"--net={netns_path()}", "sh", "-c", f"echo 1 > /proc/sys/{setting}")
+
+
+def create_cgroup_root() -> None:
+    """The kubelet's cgroupRoot in every v1 hierarchy, cpuset filled in so tasks may join."""
+    for hierarchy in _hierarchies():
+        folder = hierarchy / layout.NAME
+        folder.mkdir(exist_ok=True)
+        for name in ("cpuset.cpus", "cpuset.mems"):
+            if (hierarchy / name).exists():
+                (folder / name).write_text((hierarchy / name).read_text())
+
+
+def box_pids() -> list[int]:
+    """Processes still in the box: in its network namespace or under its cgroup root."""
+    try:
+        box_ns = os.stat(netns_path()).st_ino
+    except FileNotFoundError:
+        box_ns = None
+    found = []
+    for entry in Path("/proc").iterdir():
+        if not entry.name.isdigit():
+            continue
+        try:
+            in_ns = box_ns is not None and os.stat(entry / "ns" / "net").st_ino == box_ns
+            cgroups = (entry / "cgroup").read_text()
+        except OSError:
+            continue
+        if in_ns or f":/{layout.NAME}/" in cgroups or cgroups.rstrip().endswith(f":/{layout.NAME}"):
+            found.append(int(entry.name))
+    return found
+
+
+def remove_network() -> None:
+    """Deletes the veth pair first: with only the namespace gone, the kernel takes the host end
+    away later, in the background."""
+    if Path("/sys/class/net", layout.HOST_LINK).exists():
+        run("ip", "link", "delete", layout.HOST_LINK)
+    if netns_path().exists():
+        run("ip", "netns", "delete", layout.NAME)
+
+
+def remove_cgroup_root() -> None:
+    """Removes the cgroup tree deepest first; a cgroup whose last task just died may still be
+    busy for a moment, hence the retries."""
+    deadline = time.monotonic() + _CGROUP_REMOVE_SECONDS
+    for hierarchy in _hierarchies():
+        root = hierarchy / layout.NAME
+        if not root.exists():
+            continue
+        folders = sorted((p for p in root.rglob("*") if p.is_dir()), key=lambda p: -len(p.parts))
+        for folder in [*folders, root]:
+            while True:
+                try:
+                    folder.rmdir()
+                    break
+                except FileNotFoundError:
+                    break
+                except OSError as error:
+                    if time.monotonic() > deadline:
+                        raise HostError(f"cannot remove cgroup {folder}: {error}") from error
+                    time.sleep(0.1)
+
+
+def restore_host_state(path: Path) -> None:
+    if not path.exists():
+        return
+    state = json.loads(path.read_text())
+    for name, value in state["kernel"].items():
+        (_PROC_SYS / name).write_text(value)
+    if not state["netns_dir_existed"] and NETNS_DIR.exists() and not any(NETNS_DIR.iterdir()):
+        # `ip netns add` made the folder a mount point of itself. The syscall, not umount(8),
+        # which would leave its own /run/mount behind.
+        ctypes.CDLL(None, use_errno=True).umount2(str(NETNS_DIR).encode(), 0)
+        NETNS_DIR.rmdir()
+    path.unlink()
+
+
+def _hierarchies() -> list[Path]:
+    """Mounted cgroup v1 hierarchies (the kubelet runs in v1 mode here; the v2 mount is unused)."""
+    mounted = []
+    for line in Path("/proc/self/mountinfo").read_text().splitlines():
+        fields = line.split(" - ")
+        if len(fields) == 2 and fields[1].startswith("cgroup "):
+            mounted.append(Path(fields[0].split()[4]))
+    return mounted

@@ -1,0 +1,130 @@
+"""The box's init: PID 1 of the cluster's own PID and mount namespaces, inside its network one.
+
+Started by `unshare --pid --fork --kill-child --mount --mount-proc`: when this process dies, for
+whatever reason, the kernel kills every process of the box and drops every mount it made, so
+no kubelet, shim or container can outlive it. It mounts private tmpfs over the folders the
+kubelet and containerd write to without asking (/run, /var/log), runs the one-shot commands,
+then starts the components in order, each once the previous one is ready, and reaps every
+orphan. Progress goes to the state file; the harness on the host side reads it.
+
+Standard library only: it runs as a script, with no package around it.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+import signal
+import socket
+import subprocess
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+_POLL_SECONDS = 0.1
+_STOP_GRACE_SECONDS = 5.0
+
+
+def main(plan_path: str) -> int:
+    plan: dict[str, Any] = json.loads(Path(plan_path).read_text())
+    state = Path(plan["state_file"])
+    logs = Path(plan["log_dir"])
+    children: dict[int, str] = {}
+    stopping = False
+
+    def stop(signum: int, frame: object) -> None:
+        nonlocal stopping
+        stopping = True
+
+    signal.signal(signal.SIGTERM, stop)
+    signal.signal(signal.SIGINT, stop)
+    try:
+        for argv in plan["setup"]:
+            subprocess.run(argv, check=True, capture_output=True, text=True, timeout=300)
+        for component in plan["components"]:
+            name = component["name"]
+            with (logs / f"{name}.log").open("ab") as log:
+                process = subprocess.Popen(
+                    component["argv"], stdout=log, stderr=subprocess.STDOUT, cwd=logs
+                )
+            children[process.pid] = name
+            _wait_ready(component, process, lambda: stopping)
+            for argv in component.get("then", []):
+                subprocess.run(argv, check=True, capture_output=True, text=True, timeout=300)
+        state.write_text(json.dumps({"ready": True}))
+    except Exception as error:
+        detail = getattr(error, "stderr", "") or ""
+        state.write_text(json.dumps({"error": f"{error} {detail}".strip()}))
+        stopping = True
+    while not stopping:
+        _reap(children, logs)
+        time.sleep(_POLL_SECONDS)
+    _stop_all(children)
+    return 0
+
+
+def _wait_ready(component: dict[str, Any], process: subprocess.Popen[bytes], stopping: Any) -> None:
+    ready = component.get("ready")
+    deadline = time.monotonic() + component.get("timeout", 120)
+    while ready is not None:
+        if process.poll() is not None:
+            raise RuntimeError(f"{component['name']} exited with code {process.returncode}")
+        if stopping():
+            raise RuntimeError("stopped while starting")
+        if _is_ready(ready):
+            return
+        if time.monotonic() > deadline:
+            raise RuntimeError(f"{component['name']} not ready ({ready}) within the deadline")
+        time.sleep(_POLL_SECONDS)
+
+
+def _is_ready(check: str) -> bool:
+    kind, _, target = check.partition(":")
+    if kind == "path":
+        return Path(target).exists()
+    if kind == "tcp":
+        host, _, port = target.rpartition(":")
+        try:
+            with socket.create_connection((host, int(port)), timeout=1):
+                return True
+        except OSError:
+            return False
+    raise ValueError(f"unknown readiness check {check!r}")
+
+
+def _reap(children: dict[int, str], logs: Path) -> None:
+    """Collects every exited process; a component's exit is noted in its own log."""
+    while True:
+        try:
+            pid, status = os.waitpid(-1, os.WNOHANG)
+        except ChildProcessError:
+            return
+        if pid == 0:
+            return
+        name = children.pop(pid, None)
+        if name is not None:
+            with (logs / f"{name}.log").open("a") as log:
+                log.write(f"==== {name} exited: status {status}\n")
+
+
+def _stop_all(children: dict[int, str]) -> None:
+    """SIGTERM the components, newest first; whatever is left dies with this process."""
+    for pid in reversed(list(children)):
+        with contextlib.suppress(ProcessLookupError):
+            os.kill(pid, signal.SIGTERM)
+    deadline = time.monotonic() + _STOP_GRACE_SECONDS
+    while children and time.monotonic() < deadline:
+        for pid in list(children):
+            try:
+                done, _ = os.waitpid(pid, os.WNOHANG)
+            except ChildProcessError:
+                done = pid
+            if done:
+                children.pop(pid)
+        time.sleep(_POLL_SECONDS)
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1]))
