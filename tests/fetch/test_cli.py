@@ -14,7 +14,7 @@ import pytest
 
 from .conftest import PASSWORD, model_files, tree_files
 from .fake_hub import Fault, Hub
-from .registry import USER, RunningRegistry
+from .registry import USER, RunningRegistry, push_files
 
 COMMAND = str(Path(sys.executable).with_name("noctaya-fetch"))
 HF_URI = "hf://acme/tiny-model"
@@ -57,6 +57,23 @@ def test_progress_lines_summary_and_the_model_path_on_stdout(hub: Hub, tmp_path:
     assert again.returncode == 0
     assert again.stdout == result.stdout
     assert "already complete" in again.stderr
+
+
+def test_oci_summary_counts_the_bytes_the_fetcher_wrote(
+    registry: RunningRegistry, tmp_path: Path
+) -> None:
+    source = tmp_path / "weights.bin"
+    source.write_bytes(bytes(range(256)) * 4096)
+    digest = push_files(registry, "models/summary", "v1", [source])
+    uri = f"oci://{registry.host}/models/summary@{digest}"
+    config = registry.config_file(tmp_path)
+
+    result = run(
+        uri, "--cache", str(tmp_path / "cache"), "--plain-http", "--registry-config", str(config)
+    )
+
+    assert result.returncode == 0, result.stderr
+    assert f"noctaya-fetch: {uri}: fetched 1.0 MiB in " in result.stderr
 
 
 def test_a_terminal_gets_a_live_bar(hub: Hub, tmp_path: Path) -> None:

@@ -42,7 +42,9 @@ class Progress:
             self._counted += count
 
     def settle(self) -> None:
-        """Freeze the count before the directory is renamed away."""
+        """Freeze a sampled count before the directory is renamed away."""
+        if self._directory is None:
+            return
         self.done()
         with self._lock:
             self._directory = None
