@@ -9,8 +9,8 @@ open their flow-control window, HTTP/2 requests with invalid headers, SETTINGS f
 resets, Content-Length + Transfer-Encoding smuggling, CONNECT, WebSocket upgrades, hostile demand
 reports and undecodable gRPC with well-formed chat completions (whole and streamed), demand
 reports and KEDA calls. It prints what each client got, the well-formed outcomes, the gateway's
-RSS (start, peak, end), its `noctaya_gateway_pending` once all clients are gone, and whether
-either log holds a traceback. Exit status 1 when any of those is wrong.
+RSS (start, peak, end), its open files and `noctaya_gateway_pending` once all clients are gone,
+and whether either log holds a traceback. Exit status 1 when any of those is wrong.
 """
 
 from __future__ import annotations
@@ -53,6 +53,7 @@ PREFACE = b"PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n"
 STEP = 5.0  # the longest any single wait may take
 SETTLE = 15.0  # after the clients stop: time for the gateway to drop what they left behind
 GROUPS = ("slow", "h2-window", "h2-headers", "h2-settings", "h2-reset", "http1", "reports", "grpc")
+LINGERING_FILES = 16  # open files the gateway may still hold once every client is gone
 PACE = 0.01  # between cheap abusive requests, so they leave the two cores some room for the rest
 
 
@@ -133,7 +134,7 @@ async def _soak(
         gateway_port, scaler_port, aggregator_port, aggregator_scaler_port, loop.time() + seconds
     )
     tally, good = Tally(), Tally()
-    rss_start = gateway.rss_mib()
+    rss_start, fds_start = gateway.rss_mib(), _open_files(gateway)
     rss_peak = [rss_start]
     clients: list[Awaitable[None]] = [
         *(_good_chat(targets, good, stream=n % 2 == 1) for n in range(6)),
@@ -152,8 +153,9 @@ async def _soak(
     crashed = [task for task in tasks if not task.cancelled() and task.exception() is not None]
     pending = await _settled_pending(gateway.url, loop.time() + SETTLE)
     sampler.cancel()
-    rss_end = gateway.rss_mib()
-    return _report(tally, good, (rss_start, max(rss_peak), rss_end), pending, late, crashed, logs)
+    rss = (rss_start, max(rss_peak), gateway.rss_mib())
+    fds = (fds_start, _open_files(gateway))
+    return _report(tally, good, rss, fds, pending, late, crashed, logs)
 
 
 # Well-formed traffic: every one of these must succeed.
@@ -588,6 +590,11 @@ def _bucket_count(n: int) -> str:
     return f">={limit}"
 
 
+def _open_files(process: procs.Process) -> int:
+    """Sockets the gateway still holds: each costs memory and a file descriptor."""
+    return len(os.listdir(f"/proc/{process.popen.pid}/fd"))
+
+
 async def _sample_rss(gateway: procs.Process, peak: list[float]) -> None:
     while True:
         with contextlib.suppress(OSError, AssertionError):
@@ -639,6 +646,7 @@ def _report(
     tally: Tally,
     good: Tally,
     rss: tuple[float, float, float],
+    fds: tuple[int, int],
     pending: float | None,
     late: set[asyncio.Task[None]],
     crashed: list[asyncio.Task[None]],
@@ -656,6 +664,7 @@ def _report(
         print(f"  {client}: {outcomes['ok']} ok, {bad} failed" + (f" ({detail})" if detail else ""))
     start, peak, end = rss
     print(f"Gateway RSS (VmRSS): start {start:.1f} MiB, peak {peak:.1f} MiB, end {end:.1f} MiB")
+    print(f"Gateway open files: start {fds[0]}, end {fds[1]} (clients all gone)")
     print(f"noctaya_gateway_pending at the end: {pending}")
     tracebacks = {}
     for name in ("gateway.log", "aggregator.log"):
@@ -668,7 +677,12 @@ def _report(
         for task in crashed:
             print(f"  {task.exception()!r}")
     healthy = (
-        not failures and pending == 0 and not any(tracebacks.values()) and not late and not crashed
+        not failures
+        and pending == 0
+        and fds[1] <= fds[0] + LINGERING_FILES
+        and not any(tracebacks.values())
+        and not late
+        and not crashed
     )
     print("verdict: " + ("clean" if healthy else "NOT clean"))
     return 0 if healthy else 1
