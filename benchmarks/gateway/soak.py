@@ -9,8 +9,9 @@ open their flow-control window, HTTP/2 requests with invalid headers, SETTINGS f
 resets, Content-Length + Transfer-Encoding smuggling, CONNECT, WebSocket upgrades, hostile demand
 reports and undecodable gRPC with well-formed chat completions (whole and streamed), demand
 reports and KEDA calls. It prints what each client got, the well-formed outcomes, the gateway's
-RSS (start, peak, end), its open files and `noctaya_gateway_pending` once all clients are gone,
-and whether either log holds a traceback. Exit status 1 when any of those is wrong.
+RSS (start, peak, end), the client connections it still holds and `noctaya_gateway_pending` once
+all clients are gone, and whether either log holds a traceback. Exit status 1 when any of those
+is wrong.
 """
 
 from __future__ import annotations
@@ -53,7 +54,6 @@ PREFACE = b"PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n"
 STEP = 5.0  # the longest any single wait may take
 SETTLE = 15.0  # after the clients stop: time for the gateway to drop what they left behind
 GROUPS = ("slow", "h2-window", "h2-headers", "h2-settings", "h2-reset", "http1", "reports", "grpc")
-LINGERING_FILES = 16  # open files the gateway may still hold once every client is gone
 PACE = 0.01  # between cheap abusive requests, so they leave the two cores some room for the rest
 
 
@@ -134,7 +134,7 @@ async def _soak(
         gateway_port, scaler_port, aggregator_port, aggregator_scaler_port, loop.time() + seconds
     )
     tally, good = Tally(), Tally()
-    rss_start, fds_start = gateway.rss_mib(), _open_files(gateway)
+    rss_start = gateway.rss_mib()
     rss_peak = [rss_start]
     clients: list[Awaitable[None]] = [
         *(_good_chat(targets, good, stream=n % 2 == 1) for n in range(6)),
@@ -154,8 +154,7 @@ async def _soak(
     pending = await _settled_pending(gateway.url, loop.time() + SETTLE)
     sampler.cancel()
     rss = (rss_start, max(rss_peak), gateway.rss_mib())
-    fds = (fds_start, _open_files(gateway))
-    return _report(tally, good, rss, fds, pending, late, crashed, logs)
+    return _report(tally, good, rss, _client_connections(gateway), pending, late, crashed, logs)
 
 
 # Well-formed traffic: every one of these must succeed.
@@ -590,9 +589,22 @@ def _bucket_count(n: int) -> str:
     return f">={limit}"
 
 
-def _open_files(process: procs.Process) -> int:
-    """Sockets the gateway still holds: each costs memory and a file descriptor."""
-    return len(os.listdir(f"/proc/{process.popen.pid}/fd"))
+def _client_connections(process: procs.Process) -> int:
+    """Client connections the gateway holds (not its listener, not its pool to the engine):
+    each costs a file descriptor and memory."""
+    pid, port = process.popen.pid, int(process.url.rsplit(":", 1)[1])
+    sockets = set()
+    for fd in os.listdir(f"/proc/{pid}/fd"):
+        with contextlib.suppress(OSError):  # closed since the listing
+            sockets.add(os.readlink(f"/proc/{pid}/fd/{fd}"))
+    held = 0
+    for table in ("tcp", "tcp6"):
+        for line in Path(f"/proc/{pid}/net/{table}").read_text().splitlines()[1:]:
+            fields = line.split()
+            local_port, state, inode = int(fields[1].rsplit(":", 1)[1], 16), fields[3], fields[9]
+            listening = state == "0A"
+            held += local_port == port and not listening and f"socket:[{inode}]" in sockets
+    return held
 
 
 async def _sample_rss(gateway: procs.Process, peak: list[float]) -> None:
@@ -646,7 +658,7 @@ def _report(
     tally: Tally,
     good: Tally,
     rss: tuple[float, float, float],
-    fds: tuple[int, int],
+    connections: int,
     pending: float | None,
     late: set[asyncio.Task[None]],
     crashed: list[asyncio.Task[None]],
@@ -664,7 +676,7 @@ def _report(
         print(f"  {client}: {outcomes['ok']} ok, {bad} failed" + (f" ({detail})" if detail else ""))
     start, peak, end = rss
     print(f"Gateway RSS (VmRSS): start {start:.1f} MiB, peak {peak:.1f} MiB, end {end:.1f} MiB")
-    print(f"Gateway open files: start {fds[0]}, end {fds[1]} (clients all gone)")
+    print(f"Client connections the gateway still holds once every client is gone: {connections}")
     print(f"noctaya_gateway_pending at the end: {pending}")
     tracebacks = {}
     for name in ("gateway.log", "aggregator.log"):
@@ -679,7 +691,7 @@ def _report(
     healthy = (
         not failures
         and pending == 0
-        and fds[1] <= fds[0] + LINGERING_FILES
+        and connections == 0
         and not any(tracebacks.values())
         and not late
         and not crashed
