@@ -1,4 +1,4 @@
-"""The model cache (§1.6.8) and the prewarm / OCI staging Job decision (§1.6.9).
+"""The model cache (strategy, volume, PVC, readiness marker) and the prewarm / OCI staging Job.
 
 A cache strategy decides where downloaded weights persist, who may write them, and whether
 serving must wait for a readiness marker; the source decides whether a Job fills the cache

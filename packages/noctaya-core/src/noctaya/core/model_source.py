@@ -1,4 +1,4 @@
-"""Model source URIs (§4): what a `spec.model` names, where the runtime finds it, how it arrives.
+"""Model source URIs: what a `spec.model` names, where the runtime finds it, how it arrives.
 
 `hf://` and `modelscope://` name hub repositories the engine downloads itself (or a prewarm Job
 downloads into the cache); `pvc://` names weights already on a volume; `oci://` names a
@@ -85,10 +85,11 @@ class ResolvedModel:
 def resolve_model(
     uri: str | None, *, secret_ref_name: str | None = None, catalog_ref: str | None = None
 ) -> ResolvedModel:
-    """Parse `spec.model` (§4); raise `NoctayaError("ModelResolution", …)` on any bad input.
+    """Parse `spec.model`; raise `NoctayaError("ModelResolution", …)` on any bad input.
 
     `secret_ref_name` is None when `source.secretRef` is absent and `""` when it is present with
-    an empty name, so both of the reference's secretRef messages can be told apart.
+    an empty name, so "supported only for oci:// sources" and "name is required" can be told
+    apart.
     """
     if not uri:
         if catalog_ref:

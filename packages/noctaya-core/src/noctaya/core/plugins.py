@@ -67,8 +67,8 @@ class VendorRegistry:
     def adapter(self, vendor: str) -> VendorAdapter:
         """The adapter for `vendor`; an unknown vendor is `UnsupportedVendor`.
 
-        The message names the installed vendors (the reference names only the missing one),
-        so a missing plugin distribution is obvious from the status condition alone.
+        The message names the installed vendors as well as the missing one, so a missing plugin
+        distribution is obvious from the status condition alone.
         """
         try:
             return self._adapters[vendor]

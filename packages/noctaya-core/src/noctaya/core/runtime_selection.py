@@ -1,4 +1,4 @@
-"""Which InferenceRuntime serves a service (§1.4): a pinned name, or vendor order then priority.
+"""Which InferenceRuntime serves a service: a pinned name, or vendor order then priority.
 
 Vendor order beats priority: a lower-priority runtime of the first listed vendor wins over any
 runtime of a later vendor. A tie at the top priority is an error, never a silent pick.
@@ -34,7 +34,7 @@ def pinned_runtime_name(name: str | None, vendors: Sequence[str] | None) -> str 
 
 
 def runtime_lookup_error(name: str, error: object) -> NoctayaError:
-    """The failure of fetching a pinned runtime, worded as the reference words it."""
+    """The failure of fetching a pinned runtime, with the API error after the runtime's name."""
     return NoctayaError(REASON, f"get InferenceRuntime {go_quote(name)}: {error}")
 
 

@@ -1,4 +1,4 @@
-"""The template language of runtime args and env values (§1.5): a small, safe subset of Go's.
+"""The template language of runtime args and env values: a small, safe subset of Go's.
 
 Only field lookups are understood: `{{ .Model.Path }}`, `{{ .Service.Name }}` and
 `{{ .Service.Namespace }}`, with Go's optional `{{-`/`-}}` whitespace trim markers. Anything

@@ -33,7 +33,7 @@ class AcceleratorRequest:
     def whole_device_limits(self) -> dict[str, int]:
         """The limit entry every vendor asks for: extended resources go in limits only.
 
-        A count below one still asks for one device, as the reference does.
+        A count below one still asks for one device: a backend without its accelerator cannot serve.
         """
         return {self.resource_name: max(self.devices, 1)}
 

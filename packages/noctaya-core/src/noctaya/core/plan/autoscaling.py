@@ -1,4 +1,8 @@
-"""The KEDA External Push autoscaling decision (reference §1.11), planned first of all."""
+"""The KEDA External Push autoscaling decision, planned and applied first of all.
+
+Without its ScaledObject KEDA would never scale the backend up, so a service whose ScaledObject
+is invalid or cannot be applied gets no other object.
+"""
 
 from __future__ import annotations
 

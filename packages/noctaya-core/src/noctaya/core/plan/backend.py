@@ -1,4 +1,4 @@
-"""The serving backend (reference §1.6.1): one vLLM container, whole devices, model and cache
+"""The serving backend Deployment: one vLLM container, whole devices, model and cache
 volumes, probes and drain — everything from the runtime profile and the service, vendor-neutral.
 """
 

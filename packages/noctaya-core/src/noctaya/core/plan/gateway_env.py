@@ -1,9 +1,9 @@
 """The gateway's configuration contract: its `NOCTAYA_*` names and how a plan fills them.
 
-The gateway and aggregator read only this environment (reference §2.1, §3.2). The operator
-renders it into a Deployment and local mode into a child process, so the names, their order and
-the value forms live here once; only addresses and file paths differ per platform and come in
-as a `GatewayPlacement`.
+Apart from `--mode`, the gateway and aggregator are configured by this environment alone. The
+operator renders it into a Deployment and local mode into a child process, so the names, their
+order and the value forms live here once; only addresses and file paths differ per platform and
+come in as a `GatewayPlacement`.
 """
 
 from __future__ import annotations
@@ -86,7 +86,7 @@ def scaler_tls_env(files: ScalerTLSFiles) -> list[EnvEntry]:
 
 
 def gateway_env(plan: GatewayPlan, placement: GatewayPlacement) -> list[EnvEntry]:
-    """In the reference order: backend, listen, queue, scaler, timeout, cold start, credentials."""
+    """In one fixed order: backend, listen, queue, scaler, timeout, cold start, credentials."""
     result: list[EnvEntry] = [
         (BACKEND_URL, placement.backend_url),
         (LISTEN_ADDR, placement.listen_addr),

@@ -1,4 +1,8 @@
-"""The whole serving plan of one LLMService, planned in the reference's error order."""
+"""The whole serving plan of one LLMService.
+
+Its parts are planned in the order their errors are reported: autoscaling, then cache and
+backend, gateway, prewarm.
+"""
 
 from __future__ import annotations
 

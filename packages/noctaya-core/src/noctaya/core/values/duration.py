@@ -1,7 +1,7 @@
 """Go `time.Duration`: users write `5m`, the operator renders `5m0s`, and both must mean the same.
 
 Parsing follows Go's `time.ParseDuration`; printing follows `Duration.String()`, so env vars and
-messages match what Go tooling (and the reference implementation) would show.
+messages match what Go tooling would show.
 """
 
 from __future__ import annotations

@@ -1,8 +1,8 @@
-"""Go's spelling of strings, string slices and integers, so text reads as the reference's does.
+"""Go's spelling of strings, string slices and integers, as Kubernetes tooling prints them.
 
-The reference embeds values with Go's `%q` and slices with `%v` (`[a b]`); users and tests
-compare those messages verbatim, and the prewarm programs reuse `%q` output as Python literals.
-Its settings parse integers with `strconv.Atoi`, so `1_000` or ` 5` are not numbers here either.
+Messages embed values with Go's `%q` and slices with `%v` (`[a b]`); users and tests compare
+those messages verbatim, and the prewarm programs reuse `%q` output as Python literals.
+Settings parse integers as `strconv.Atoi` does, so `1_000` or ` 5` are not numbers here.
 """
 
 from __future__ import annotations
