@@ -15,7 +15,11 @@ from noctaya.k8s.docs.markdown import cell, code, table
 from prometheus_client import CollectorRegistry
 from prometheus_client.metrics import MetricWrapperBase
 
-_SUFFIXES = {"counter": ("_total",), "histogram": ("_bucket", "_sum", "_count")}
+# The series prometheus_client exposes for a metric that has no child (no sample) yet.
+_SUFFIXES = {
+    "counter": ("_total", "_created"),
+    "histogram": ("_bucket", "_count", "_sum", "_created"),
+}
 
 
 @dataclass(frozen=True)
@@ -39,7 +43,9 @@ def metrics_page(intro: str, sources: Sequence[MetricSource]) -> str:
 def _rows(source: MetricSource) -> Iterable[tuple[str, str, str, str]]:
     labels = _label_names(source.holder)
     for family in sorted(source.registry.collect(), key=lambda family: family.name):
-        series = [family.name + suffix for suffix in _SUFFIXES.get(family.type, ("",))]
+        series = list(dict.fromkeys(sample.name for sample in family.samples)) or [
+            family.name + suffix for suffix in _SUFFIXES.get(family.type, ("",))
+        ]
         label_names = labels.get(family.name, _sample_labels(family.samples))
         yield (
             "<br>".join(code(name) for name in series),
