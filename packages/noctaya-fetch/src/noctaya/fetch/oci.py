@@ -17,7 +17,7 @@ import anyio.to_thread
 from noctaya.core.errors import NoctayaError
 from noctaya.core.model_source import SourceKind, resolve_model
 from noctaya.fetch.credentials import check_registry_config
-from noctaya.fetch.errors import FetchError, PermanentFetchError
+from noctaya.fetch.errors import FetchError, PermanentFetchError, TransientFetchError
 from noctaya.fetch.layout import oci_destination
 from noctaya.fetch.limits import DEFAULT_CONCURRENCY, DEFAULT_SIZE_CAP
 from noctaya.fetch.oci_layers import (
@@ -128,6 +128,9 @@ class OciFetcher:
                 )
             except FetchError as error:
                 failures.append(error)
+                stop.set()
+            except OSError as error:  # the cache volume, not the registry: full, read-only, …
+                failures.append(TransientFetchError(client.source, f"writing a blob: {error}"))
                 stop.set()
 
         async with anyio.create_task_group() as group:

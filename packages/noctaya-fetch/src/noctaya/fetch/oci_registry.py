@@ -78,6 +78,10 @@ class RegistryClient:
         self._registry: _Registry | None = None
         self._lock = threading.Lock()
 
+    @property
+    def source(self) -> str:
+        return self._source
+
     def manifest(self) -> list[Layer]:
         """The pinned manifest's layers, after checking the manifest bytes hash to the pin."""
         registry = self._connect()
@@ -91,7 +95,10 @@ class RegistryClient:
                     "manifest request",
                     response.headers.get("Retry-After"),
                 )
-            body = response.content
+            try:
+                body = response.content
+            except requests.RequestException as error:
+                raise _connection_error(self._source, error) from None
         actual = "sha256:" + hashlib.sha256(body).hexdigest()
         if actual != self._container.digest:
             raise PermanentFetchError(
