@@ -1,4 +1,4 @@
-"""The LLMService controller: which changes wake which service (reference §1.10).
+"""The LLMService controller: which changes wake which service.
 
 A service is reconciled when it changes, when an InferenceRuntime it names or whose vendor it
 selects changes, when an object it controls changes (the ScaledObject only on spec edits, so

@@ -1,7 +1,7 @@
-"""The operator's RBAC (reference §1.2), generated so that the rules live in one reviewed table.
+"""The operator's RBAC, generated so that the rules live in one reviewed table.
 
 Four roles, each for one reason to talk to the API server:
-- the manager ClusterRole: exactly the verbs of §1.2, nothing the reconciler does not use
+- the manager ClusterRole: exactly the verbs the reconciler and its watches use, nothing more
   (secrets have no update/patch: create-once never rewrites a Secret);
 - the leader-election Role, namespaced to the manager's namespace: the Lease it campaigns for,
   and core Events because the elected leader records a `LeaderElection` event on that Lease, as

@@ -107,7 +107,7 @@ class LLMServiceReconciler:
         )
         self._report_success(live, service, plan, observation)
 
-    # -- apply, in the reference's order ------------------------------------------------------
+    # -- apply: the ScaledObject first (nothing else without KEDA), then create-once objects ---
 
     def _apply(
         self, owner: KubeObject, plan: ServingPlan, rendered: RenderedService, progress: _Progress

@@ -1,9 +1,9 @@
 """The operator's command line, parsed the way Go's `flag` package would.
 
-Deployment manifests written for the reference pass `--leader-elect=true`, so booleans take an
+Deployment manifests written for Go operators pass `--leader-elect=true`, so booleans take an
 optional `=value` in Go's `strconv.ParseBool` spellings, and a bare `--leader-elect` means true.
 Syntax errors exit 2 (argparse and Go agree); values that parse but are not allowed raise
-`FlagError`, which the entry point reports and exits 1 on, as the reference does.
+`FlagError`, which the entry point reports and exits 1 on.
 """
 
 from __future__ import annotations

@@ -1,9 +1,9 @@
-"""Structured logs in zap's two shapes, so the operator's logs read like the reference's.
+"""Structured logs in zap's two shapes, so the operator's logs read like a Go operator's.
 
 Production (`--zap-devel=false`): one JSON object per line with `level`, `ts`, `logger`, `msg`
-and the record's `extra` fields. Development (the default, as in the reference): tab-separated
-`time LEVEL logger message {fields as JSON}`. Either way each field is a key, not prose, so a
-log pipeline can filter on `llmservice` or `error` without parsing messages.
+and the record's `extra` fields. Development (the default, as in kubebuilder's scaffold):
+tab-separated `time LEVEL logger message {fields as JSON}`. Either way each field is a key, not
+prose, so a log pipeline can filter on `llmservice` or `error` without parsing messages.
 """
 
 from __future__ import annotations

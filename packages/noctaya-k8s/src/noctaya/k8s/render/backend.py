@@ -1,4 +1,4 @@
-"""The backend Deployment and Service (reference §1.6.1–§1.6.2). KEDA owns the replica count,
+"""The backend Deployment and its in-cluster Service. KEDA owns the replica count,
 so the Deployment never sets `spec.replicas` and server-side apply never fights over it.
 """
 

@@ -1,4 +1,4 @@
-"""The always-on gateway tier (reference §1.6.3–§1.6.5): Deployment, public Service, PDB."""
+"""The always-on gateway tier: Deployment, public Service, and a PDB when there are several."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""The one place that builds Noctaya's labels (reference §1.1): selectors must never drift."""
+"""The one place that builds Noctaya's labels: selectors must never drift."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""The KEDA ScaledObject (reference §1.11): KEDA owns backend replicas through it."""
+"""The KEDA ScaledObject: KEDA owns backend replicas through it."""
 
 from __future__ import annotations
 

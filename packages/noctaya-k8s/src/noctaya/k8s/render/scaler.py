@@ -1,4 +1,4 @@
-"""Where KEDA's External Push scaler lives (reference §1.6.6–§1.6.7).
+"""Where KEDA's External Push scaler lives, and the Service through which KEDA reaches it.
 
 One gateway serves gRPC itself; several gateways report to one aggregate scaler Deployment,
 authenticated with a generated demand token Secret.

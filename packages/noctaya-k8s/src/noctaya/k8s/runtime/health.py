@@ -1,4 +1,4 @@
-"""`/healthz` and `/readyz` on the probe address: simple pings, as the reference operator serves.
+"""`/healthz` and `/readyz` on the probe address: simple pings, like controller-runtime's.
 
 They answer as long as the process serves HTTP; a stuck informer or a lost Lease ends the
 process instead (see manager.py), which is what the kubelet's liveness probe would do anyway.
