@@ -3,12 +3,14 @@
 from __future__ import annotations
 
 import asyncio
+import errno
 import json
 import logging
 import socket
 
 import aiohttp
 import pytest
+from noctaya.gateway import tcp_close
 from noctaya.gateway.config import GatewayConfig
 from noctaya.gateway.server import hypercorn_config
 
@@ -225,18 +227,27 @@ async def test_websocket_upgrade_is_refused_in_the_openai_shape(
 
 
 async def test_a_client_that_stops_reading_a_stream_is_cut_off_at_the_send_timeout(
-    start_gateway: StartGateway,
+    start_gateway: StartGateway, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     """Over HTTP/1.1 its TCP window closes; the write waits, then gives up: the slot is freed
-    and the backend stream ended, where it once waited for ever."""
+    and the backend stream ended, where it once waited for ever; and the connection, whose
+    graceful close would wait as long for the client to take the rest, is reset."""
+    monkeypatch.setattr(tcp_close, "FLUSH_BUDGET", 0.5)
     firehose = await start_firehose()
     try:
         gateway = await start_gateway(firehose.url, client_send_timeout=1.0)
-        _, writer = await asyncio.open_connection("127.0.0.1", gateway.server.port)
-        writer.write(b"GET /v1/stream HTTP/1.1\r\nHost: x\r\n\r\n")
-        await eventually(lambda: firehose.streams == 1, what="the backend stream")
-        await eventually(lambda: gateway.pending == 0, within=15, what="the slot to be freed")
-        await eventually(lambda: firehose.streams == 0, what="the backend stream to be ended")
-        writer.close()
+        with socket.socket() as sock:
+            sock.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 4096)
+            sock.connect(("127.0.0.1", gateway.server.port))
+            sock.sendall(b"GET /v1/stream HTTP/1.1\r\nHost: x\r\n\r\n")  # and never reads
+            await eventually(lambda: firehose.streams == 1, what="the backend stream")
+            await eventually(lambda: gateway.pending == 0, within=15, what="the slot to be freed")
+            await eventually(lambda: firehose.streams == 0, what="the backend stream to end")
+
+            def reset() -> bool:
+                error = sock.getsockopt(socket.SOL_SOCKET, socket.SO_ERROR)
+                return error == errno.ECONNRESET
+
+            await eventually(reset, within=10, what="the connection to be reset")
     finally:
         firehose.server.close()

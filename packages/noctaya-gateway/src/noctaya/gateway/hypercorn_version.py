@@ -31,6 +31,6 @@ def require_tested_hypercorn() -> None:
         line = None
     if line != TESTED_LINE:
         raise UntestedHypercorn(
-            f"hypercorn {found} is installed, but the gateway's HTTP/2 patches are tested only "
+            f"hypercorn {found} is installed, but the gateway's hypercorn patches are tested only "
             f"with {TESTED_RANGE}; install a version in that range"
         )

@@ -19,7 +19,7 @@ from hypercorn.asyncio import serve
 from hypercorn.config import Config as HypercornConfig
 from noctaya.core.plan import gateway_env as names
 from noctaya.core.values.listen_address import parse_listen_address
-from noctaya.gateway import http2
+from noctaya.gateway import http2, tcp_close
 from noctaya.gateway.addresses import with_port
 from noctaya.gateway.app import GatewayApp
 from noctaya.gateway.config import GatewayConfig
@@ -140,6 +140,7 @@ class GatewayServer:
         reporter. A bad setting fails before any port is opened (and before "listening on" is
         logged); a later startup error undoes what began."""
         http2.install()
+        tcp_close.install()
         quiet_cancelled_callbacks(asyncio.get_running_loop())
         reporter = self._reporter() if self.config.demand_aggregator_url else None
         tls = self._scaler_tls() if reporter is None and self._serve_scaler else None
