@@ -30,7 +30,7 @@ def model_files() -> dict[str, bytes]:
 
 @pytest.fixture
 def hub() -> Iterator[Hub]:
-    with serve(Hub(model_files())) as running:
+    with serve(Hub(files=model_files())) as running:
         yield running
 
 

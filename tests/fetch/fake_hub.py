@@ -6,15 +6,14 @@ from __future__ import annotations
 import hashlib
 import json
 import re
-import socket
-import struct
 import threading
-import time
 from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from urllib.parse import unquote, urlsplit
+
+from .faults import Fault, FaultPlan, send_body, send_status
 
 COMMIT = "0123456789abcdef0123456789abcdef01234567"
 LFS_THRESHOLD = 1024
@@ -22,55 +21,11 @@ LFS_THRESHOLD = 1024
 
 
 @dataclass
-class Fault:
-    """Break the next `times` requests whose target (path and query) contains `path`."""
-
-    path: str
-    kind: str
-    """`status` (answer `status`), `cut` (close the connection halfway through the body),
-    `reset` (the same with a TCP reset), `wrong-bytes`, or `slow`
-    (send the body in `slow_chunks` pieces, `slow_delay` seconds apart)."""
-    status: int = 503
-    retry_after: str | None = None
-    times: int = 1
-    method: str = "GET"
-    slow_chunks: int = 10
-    slow_delay: float = 0.1
-
-
-@dataclass
-class Request:
-    method: str
-    path: str
-    headers: dict[str, str]
-    """Lower-cased names."""
-
-
-@dataclass
-class Hub:
-    files: dict[str, bytes]
+class Hub(FaultPlan):
+    files: dict[str, bytes] = field(default_factory=dict)
     repo: str = "acme/tiny-model"
     token: str | None = None
     """When set, every request must carry `Authorization: Bearer <token>`."""
-    faults: list[Fault] = field(default_factory=list)
-    requests: list[Request] = field(default_factory=list)
-    url: str = ""
-    lock: threading.Lock = field(default_factory=threading.Lock)
-
-    def fail(self, fault: Fault) -> None:
-        with self.lock:
-            self.faults.append(fault)
-
-    def _take_fault(self, method: str, path: str) -> Fault | None:
-        with self.lock:
-            for fault in self.faults:
-                if fault.times > 0 and fault.method == method and fault.path in path:
-                    fault.times -= 1
-                    return fault
-        return None
-
-    def downloads(self, name: str) -> list[Request]:
-        return [r for r in self.requests if r.method == "GET" and r.path.endswith(name)]
 
 
 def git_sha1(content: bytes) -> str:
@@ -100,16 +55,11 @@ class _Handler(BaseHTTPRequestHandler):
         hub = self.server.hub
         path = unquote(urlsplit(self.path).path)
         query = urlsplit(self.path).query
-        with hub.lock:
-            hub.requests.append(
-                Request(self.command, self.path, {k.lower(): v for k, v in self.headers.items()})
-            )
+        fault = hub.receive(self)
         if hub.token is not None and self.headers.get("Authorization") != f"Bearer {hub.token}":
             return self._json(401, {"error": "Invalid credentials", "Code": 401})
-        fault = hub._take_fault(self.command, unquote(self.path))
         if fault is not None and fault.kind == "status":
-            extra = {"Retry-After": fault.retry_after} if fault.retry_after else {}
-            return self._json(fault.status, {"error": "injected"}, extra)
+            return send_status(self, fault)
         for pattern, route in _ROUTES:
             match = re.fullmatch(pattern, path)
             if match is not None:
@@ -135,8 +85,6 @@ class _Handler(BaseHTTPRequestHandler):
         if match is not None:
             start = int(match.group(1))
         body = content[start:]
-        if fault is not None and fault.kind == "wrong-bytes":
-            body = bytes(b ^ 0xFF for b in body)
         self.send_response(206 if start else 200)
         for name, value in headers.items():
             self.send_header(name, value)
@@ -145,27 +93,8 @@ class _Handler(BaseHTTPRequestHandler):
         self.send_header("Content-Length", str(len(body)))
         self.send_header("Accept-Ranges", "bytes")
         self.end_headers()
-        if self.command == "HEAD":
-            return
-        if fault is not None and fault.kind in ("reset", "cut"):
-            self.wfile.write(body[: len(body) // 2])
-            self.wfile.flush()
-            time.sleep(0.3)  # let the client read the first half: a reset discards unsent bytes
-            if fault.kind == "reset":
-                linger = struct.pack("ii", 1, 0)
-                self.connection.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER, linger)
-            self.close_connection = True
-            self.connection.shutdown(socket.SHUT_RDWR)
-            self.connection.close()
-            return
-        if fault is not None and fault.kind == "slow":
-            step = max(1, len(body) // fault.slow_chunks)
-            for offset in range(0, len(body), step):
-                self.wfile.write(body[offset : offset + step])
-                self.wfile.flush()
-                time.sleep(fault.slow_delay)
-            return
-        self.wfile.write(body)
+        if self.command != "HEAD":
+            send_body(self, body, fault)
 
 
 def _repo(hub: Hub, match: re.Match[str]) -> bool:

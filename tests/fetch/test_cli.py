@@ -13,7 +13,8 @@ from pathlib import Path
 import pytest
 
 from .conftest import PASSWORD, model_files, tree_files
-from .fake_hub import Fault, Hub
+from .fake_hub import Hub
+from .faults import Fault
 from .registry import USER, RunningRegistry, push_files
 
 COMMAND = str(Path(sys.executable).with_name("noctaya-fetch"))

@@ -11,7 +11,8 @@ from noctaya.fetch.huggingface import HuggingFaceFetcher
 from noctaya.fetch.retry import RetryPolicy
 
 from .conftest import FAST_RETRY, leftovers, model_files, tree_files
-from .fake_hub import Fault, Hub, serve
+from .fake_hub import Hub, serve
+from .faults import Fault
 
 URI = "hf://acme/tiny-model"
 REPO_FOLDER = Path("hf/hub/models--acme--tiny-model")
@@ -45,7 +46,7 @@ def test_connection_dropped_mid_file_resumes_with_a_range_request(
 ) -> None:
     """The client resumes only whole 10 MiB chunks, so the weights are larger than that."""
     files = model_files() | {"model.safetensors": bytes(range(256)) * 96 * 1024}
-    with serve(Hub(files)) as hub:
+    with serve(Hub(files=files)) as hub:
         monkeypatch.setenv("HF_ENDPOINT", hub.url)
         hub.fail(Fault("model.safetensors", "cut"))
 

@@ -10,7 +10,8 @@ from noctaya.fetch.modelscope import ModelScopeFetcher
 from noctaya.fetch.retry import RetryPolicy
 
 from .conftest import FAST_RETRY, leftovers, model_files, tree_files
-from .fake_hub import Fault, Hub
+from .fake_hub import Hub
+from .faults import Fault
 
 URI = "modelscope://acme/tiny-model"
 MODEL_DIR = Path("modelscope/models/acme/tiny-model")
