@@ -151,8 +151,12 @@ async def _soak(
         task.cancel()
     await asyncio.wait(tasks)
     crashed = [task for task in tasks if not task.cancelled() and task.exception() is not None]
-    pending = await _settled_pending(gateway.url, loop.time() + SETTLE)
     sampler.cancel()
+    if gateway.popen.poll() is not None:
+        print(f"the gateway exited during the soak (status {gateway.popen.returncode})")
+        print((logs / "gateway.log").read_text(errors="replace")[-4000:])
+        return 1
+    pending = await _settled_pending(gateway.url, loop.time() + SETTLE)
     rss = (rss_start, max(rss_peak), gateway.rss_mib())
     return _report(tally, good, rss, _client_connections(gateway), pending, late, crashed, logs)
 
