@@ -55,12 +55,15 @@ class RunningRegistry:
         hex_digest = digest.removeprefix("sha256:")
         return self.root / "docker/registry/v2/blobs/sha256" / hex_digest[:2] / hex_digest / "data"
 
-    def config_file(self, directory: Path, password: str | None = None) -> Path:
-        """A dockerconfigjson granting `USER` with `password` (the right one by default)."""
+    def config_file(
+        self, directory: Path, password: str | None = None, *, host: str | None = None
+    ) -> Path:
+        """A dockerconfigjson granting `USER` with `password` (the right one by default) on
+        `host` (this registry by default)."""
         secret = password if password is not None else self.password
         token = _b64(f"{USER}:{secret}")
         path = directory / "config.json"
-        path.write_text(json.dumps({"auths": {self.host: {"auth": token}}}))
+        path.write_text(json.dumps({"auths": {host or self.host: {"auth": token}}}))
         return path
 
 

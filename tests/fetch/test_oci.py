@@ -6,7 +6,10 @@ from __future__ import annotations
 import gzip
 import io
 import json
+import os
 import tarfile
+import time
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -14,6 +17,8 @@ from noctaya.fetch.errors import PermanentFetchError
 from noctaya.fetch.oci import OciFetcher
 
 from .conftest import FAST_RETRY, leftovers, tree_files
+from .fault_proxy import Proxy, proxy_to
+from .faults import Fault
 from .registry import RawLayer, RunningRegistry, push_files, push_layers
 
 TITLE = "org.opencontainers.image.title"
@@ -302,3 +307,61 @@ def _layer_digest(registry: RunningRegistry, uri: str, title: str) -> str:
     return next(
         layer["digest"] for layer in manifest["layers"] if layer["annotations"][TITLE] == title
     )
+
+
+@pytest.fixture
+def proxy(registry: RunningRegistry) -> Iterator[Proxy]:
+    with proxy_to(registry.host) as running:
+        yield running
+
+
+def through(proxy: Proxy, registry: RunningRegistry, uri: str) -> str:
+    return uri.replace(registry.host, proxy.host)
+
+
+def test_registry_5xx_is_retried_and_ends_with_identical_bytes(
+    registry: RunningRegistry, proxy: Proxy, pushed: tuple[str, dict[str, bytes]], tmp_path: Path
+) -> None:
+    uri, files = pushed
+    proxy.fail(Fault("/manifests/", "status", status=503, times=2))
+    proxy.fail(Fault("/blobs/", "status", status=502))
+    config = registry.config_file(tmp_path, host=proxy.host)
+
+    path = fetcher(registry, config).fetch(through(proxy, registry, uri), tmp_path / "cache")
+
+    assert tree_files(path) == files
+    assert len([r for r in proxy.requests if "/manifests/" in r.path]) >= 3
+
+
+def test_registry_429_waits_at_least_its_retry_after(
+    registry: RunningRegistry, proxy: Proxy, pushed: tuple[str, dict[str, bytes]], tmp_path: Path
+) -> None:
+    uri, files = pushed
+    proxy.fail(Fault("/blobs/", "status", status=429, retry_after="1"))
+    config = registry.config_file(tmp_path, host=proxy.host)
+    started = time.monotonic()
+
+    path = fetcher(registry, config).fetch(through(proxy, registry, uri), tmp_path / "cache")
+
+    assert time.monotonic() - started >= 1.0
+    assert tree_files(path) == files
+
+
+def test_a_blob_cut_mid_transfer_resumes_with_a_range_request(
+    registry: RunningRegistry, proxy: Proxy, tmp_path: Path
+) -> None:
+    """Bytes are kept a whole read chunk (1 MiB) at a time, so the blob is larger than two."""
+    source = tmp_path / "weights.bin"
+    source.write_bytes(os.urandom(3 * 1024 * 1024))
+    digest = push_files(registry, "models/cut", "v1", [source])
+    uri = f"oci://{proxy.host}/models/cut@{digest}"
+    layer = _layer_digest(registry, uri, "weights.bin")
+    proxy.fail(Fault(f"/blobs/{layer}", "cut"))
+    config = registry.config_file(tmp_path, host=proxy.host)
+
+    path = fetcher(registry, config).fetch(uri, tmp_path / "cache")
+
+    assert tree_files(path) == {"weights.bin": source.read_bytes()}
+    first, resumed = [r for r in proxy.requests if r.path.endswith(layer)]
+    assert "range" not in first.headers
+    assert resumed.headers["range"] == f"bytes={1024 * 1024}-"
