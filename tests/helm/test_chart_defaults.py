@@ -1,4 +1,5 @@
-"""`helm template` with no values: the packaging defaults of reference §1.2, as config/ has them."""
+"""`helm template` with no values: two leader-elected operators and one gateway per service,
+as config/ has them."""
 
 from __future__ import annotations
 
@@ -68,7 +69,7 @@ def test_operator_runs_two_replicas_spread_over_nodes(default_render: list[Manif
     assert "imagePullSecrets" not in pod
 
 
-def test_manager_runs_the_operator_with_the_reference_args(default_render: list[Manifest]) -> None:
+def test_manager_runs_the_operator_with_the_packaging_args(default_render: list[Manifest]) -> None:
     container = manager_container(default_render)
     assert container["image"] == "ghcr.io/noctaya/noctaya:0.1.0"
     assert container["command"] == ["noctaya-operator"]

@@ -1,4 +1,5 @@
-"""The optional Prometheus Operator objects of reference §7: off by default, exact when on."""
+"""The optional Prometheus Operator objects (ServiceMonitor, PrometheusRule): off by default,
+exact when on."""
 
 from __future__ import annotations
 
@@ -12,7 +13,7 @@ pytestmark = pytest.mark.helm
 
 BOUNDED = {"namespace", "llmservice", "le"}
 BY_SERVICE = "sum by (namespace, llmservice)"
-ALERTS = {  # alert -> (for, expression), reference §7
+ALERTS = {  # alert -> (for, expression)
     "NoctayaGatewayQueueSaturated": (
         "10m",
         f'{BY_SERVICE} (rate(noctaya_gateway_rejections_total{{reason="queue_full"}}[5m])) > 0.1',

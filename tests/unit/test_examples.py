@@ -1,4 +1,4 @@
-"""The shipped examples load through the API models and carry the reference vendor profiles."""
+"""The shipped examples load through the API models and carry the documented vendor profiles."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""The ascend adapter (§5): the whole-device request plus four read-only host mounts, and
+"""The ascend adapter: the whole-device request plus four read-only host mounts, and
 nothing that assigns devices itself (the Ascend device plugin does that)."""
 
 from __future__ import annotations

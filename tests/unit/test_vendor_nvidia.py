@@ -1,4 +1,4 @@
-"""The nvidia adapter (§5): the whole-device request and nothing else."""
+"""The nvidia adapter: the whole-device request and nothing else."""
 
 from __future__ import annotations
 

@@ -25,7 +25,7 @@ def render_error(text: str) -> str:
     return caught.value.message
 
 
-def test_reference_example_renders_runtime_args_then_overrides() -> None:
+def test_qwen_example_renders_runtime_args_then_overrides() -> None:
     args = ["--model={{ .Model.Path }}", "--served-model-name={{ .Service.Name }}", "--port=8000"]
     assert render_args(args, ["--max-model-len=8192"], CONTEXT) == (
         "--model=Qwen/Qwen3-8B-Instruct",

@@ -1,10 +1,10 @@
 """Every field path of the API contract's tables is in the generated CRDs, as the contract says.
 
-The expectations below are transcribed from the CRD reference and the reference behaviour,
-not from the models: a model change that drifts from the contract fails here. Two deliberate
-widenings of the contract: vendors are DNS labels (any installed vendor plugin, not only the
-built-in nvidia and ascend), and quantities, probe timings and probe ports carry the bounds Pod
-validation would enforce later.
+The expectations below are transcribed from the API contract, not from the models: a model
+change that drifts from the contract fails here. Two deliberate widenings of the contract:
+vendors are DNS labels (any installed vendor plugin, not only the built-in nvidia and ascend),
+and quantities, probe timings and probe ports carry the bounds Pod validation would enforce
+later.
 """
 
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""The operator's flags read as the reference's Go flags do, and bad values are refused by name."""
+"""The operator's flags read as Go's `flag` package reads them; bad values are refused by name."""
 
 from __future__ import annotations
 
@@ -25,7 +25,7 @@ def _refused(argv: list[str]) -> str:
     return str(refused.value)
 
 
-def test_defaults_are_the_reference_defaults() -> None:
+def test_defaults_are_the_documented_defaults() -> None:
     flags = parse_flags([])
     assert flags == OperatorFlags(
         version=False,
@@ -105,7 +105,7 @@ def test_the_manifest_args_of_the_packaging_parse_to_the_packaging_defaults() ->
         ("2147483648", "gateway replicas must fit in a Kubernetes int32 field"),
     ],
 )
-def test_gateway_replicas_out_of_range_are_refused_with_the_reference_message(
+def test_gateway_replicas_out_of_range_are_refused_naming_the_bound(
     value: str, message: str
 ) -> None:
     assert _refused([f"--gateway-replicas={value}"]) == message

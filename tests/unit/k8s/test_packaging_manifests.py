@@ -1,4 +1,4 @@
-"""The kustomize packaging: one build of CRDs, RBAC and a manager with the reference defaults."""
+"""The kustomize packaging: one build of CRDs, RBAC and a manager with the documented defaults."""
 
 from __future__ import annotations
 
@@ -70,7 +70,7 @@ def test_manager_runs_two_leader_elected_replicas_spread_over_nodes() -> None:
     assert term["labelSelector"]["matchLabels"] == spec["selector"]["matchLabels"]
 
 
-def test_manager_args_are_the_reference_args_and_pass_the_operator_parser() -> None:
+def test_manager_args_are_the_packaging_defaults_and_pass_the_operator_parser() -> None:
     (container,) = _manager_objects()["Deployment"]["spec"]["template"]["spec"]["containers"]
     assert container["command"] == ["noctaya-operator"]
     assert container["args"] == [

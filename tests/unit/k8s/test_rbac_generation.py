@@ -1,4 +1,4 @@
-"""The committed RBAC is what the generator writes; the ClusterRole grants exactly the reference."""
+"""The committed RBAC is what the generator writes; the ClusterRole grants exactly the contract."""
 
 from __future__ import annotations
 
@@ -13,7 +13,7 @@ REPO = Path(__file__).resolve().parents[3]
 RBAC = REPO / "config" / "rbac"
 CRUD = {"create", "delete", "get", "list", "patch", "update", "watch"}
 
-# The reference's rules, written out independently of the generator: (group, resource) -> verbs.
+# The contract's rules, written out independently of the generator: (group, resource) -> verbs.
 MANAGER_GRANTS = {
     ("serving.noctaya.io", "llmservices"): {"get", "list", "watch"},
     ("serving.noctaya.io", "inferenceruntimes"): {"get", "list", "watch"},
@@ -58,7 +58,7 @@ def test_no_stale_files_linger_in_the_rbac_directory() -> None:
     assert {path.name for path in RBAC.iterdir()} == set(rendered_rbac())
 
 
-def test_manager_cluster_role_grants_exactly_the_reference_verbs() -> None:
+def test_manager_cluster_role_grants_exactly_the_contract_verbs() -> None:
     role = _object("role.yaml")
     assert role["kind"] == "ClusterRole"
     assert _grants(role) == MANAGER_GRANTS
