@@ -39,7 +39,12 @@ def hub_env(hub: Hub, monkeypatch: pytest.MonkeyPatch) -> Hub:
     """Both hub clients pointed at the fake hub through their endpoint variables."""
     monkeypatch.setenv("HF_ENDPOINT", hub.url)
     monkeypatch.setenv("MODELSCOPE_ENDPOINT", hub.url)
-    for variable in ("HF_TOKEN", "HF_TOKEN_FILE", "MODELSCOPE_API_TOKEN"):
+    for variable in (
+        "HF_TOKEN",
+        "HF_TOKEN_FILE",
+        "MODELSCOPE_API_TOKEN",
+        "MODELSCOPE_API_TOKEN_FILE",
+    ):
         monkeypatch.delenv(variable, raising=False)
     return hub
 

@@ -76,3 +76,19 @@ def test_wrong_bytes_fail_as_a_digest_mismatch_and_leave_nothing(
 
     assert not (tmp_path / MODEL_DIR).exists()
     assert leftovers(tmp_path) == []
+
+
+def test_unauthorized_fails_at_once_and_a_token_from_a_mounted_file_is_used(
+    hub_env: Hub, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    hub_env.token = "ms_secret_token"
+    with pytest.raises(PermanentFetchError, match=f"{URI}: download failed with HTTP 401"):
+        fetch(tmp_path, RetryPolicy(attempts=5, initial=10))
+    assert len(hub_env.requests) == 1
+
+    token_file = tmp_path / "token"
+    token_file.write_text("ms_secret_token\n")
+    monkeypatch.setenv("MODELSCOPE_API_TOKEN_FILE", str(token_file))
+    path = fetch(tmp_path / "cache")
+
+    assert tree_files(path) == model_files()
