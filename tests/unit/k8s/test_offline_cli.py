@@ -173,3 +173,25 @@ def test_missing_files_and_empty_directories_are_reported(
         f"{tmp_path / 'nope.yaml'}: cannot read: [Errno 2] No such file or directory: "
         f"'{tmp_path / 'nope.yaml'}'",
     ]
+
+
+def test_a_second_object_of_the_same_kind_and_name_is_a_duplicate(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    files = write(
+        tmp_path / "all.yaml",
+        inference_runtime("rt"),
+        inference_runtime("rt", {"priority": 5}),
+        llmservice("svc", {"runtime": {"name": "rt"}}),
+        llmservice("svc", {"runtime": {"name": "rt"}}),
+        {
+            **llmservice("svc", {"runtime": {"name": "rt"}}),
+            "metadata": {"name": "svc", "namespace": "b"},
+        },
+    )
+    code, _, err = run(capsys, "validate", "-f", str(files))
+    assert code == 1
+    assert err.splitlines() == [
+        f'{files} (document 2): InferenceRuntime rt: metadata.name: Duplicate value "rt"',
+        f'{files} (document 4): LLMService default/svc: metadata.name: Duplicate value "svc"',
+    ]

@@ -10,7 +10,7 @@ its applied-hash annotation, which need the live service).
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable, Mapping, Sequence
+from collections.abc import Callable, Container, Hashable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, TypeVar
@@ -75,20 +75,23 @@ def render_files(
     documents = _read_all(_expand(paths, outcome.problems), outcome.problems)
     outcome.documents = len(documents)
     runtimes: dict[str, KubeObject] = {}
-    services: list[tuple[str, LLMService]] = []
+    services: dict[tuple[str, str], tuple[str, LLMService]] = {}
     for document in documents:
         kind = document.body.get("kind")
         if kind == "InferenceRuntime":
             name = _name(document.body)
             where = f"{document.where}: InferenceRuntime {name}"
-            if _decodes(parse_inferenceruntime, document.body, where, outcome.problems):
+            if _decodes(parse_inferenceruntime, document.body, where, outcome.problems) and (
+                _unique(name, name, runtimes, where, outcome.problems)
+            ):
                 runtimes[name] = dict(document.body)
         elif kind == "LLMService":
             body = _with_namespace(document.body, namespace)
-            where = f"{document.where}: LLMService {body['metadata']['namespace']}/{_name(body)}"
+            key = (str(body["metadata"]["namespace"]), _name(body))
+            where = f"{document.where}: LLMService {key[0]}/{key[1]}"
             service = _decodes(parse_llmservice, body, where, outcome.problems)
-            if service is not None:
-                services.append((where, service))
+            if service is not None and _unique(key, key[1], services, where, outcome.problems):
+                services[key] = (where, service)
         else:
             outcome.problems.append(
                 Problem(document.where, f"kind: supported values: {_KINDS}, got {quote(kind)}")
@@ -99,7 +102,7 @@ def render_files(
         gateway_image=gateway_image,
         gateway_replicas=gateway_replicas,
     )
-    for where, service in services:
+    for where, service in services.values():
         try:
             rendered = render_serving(planner.plan(service))
         except NoctayaError as error:
@@ -144,6 +147,16 @@ def _decodes(
         problems += [Problem(where, line) for line in missing_name]
         return None
     return resource
+
+
+def _unique(
+    key: Hashable, name: str, seen: Container[Hashable], where: str, problems: list[Problem]
+) -> bool:
+    """A second object of the same kind and name would overwrite the first on `kubectl apply`."""
+    if key in seen:
+        problems.append(Problem(where, f"metadata.name: Duplicate value {quote(name)}"))
+        return False
+    return True
 
 
 def _name(body: Mapping[str, Any]) -> str:
