@@ -1,7 +1,8 @@
 """The delivery both hub fetchers share: resume the `.partial`, retry, verify, promote.
 
-A transient failure keeps the `.partial` (the hub clients resume half-written files from it);
-a permanent one removes it, so a rerun starts clean instead of trusting rejected bytes.
+A transient failure keeps the `.partial` (what is complete there is not fetched again, and
+ModelScope's client resumes its half-written files from it); a permanent one removes it, so a
+rerun starts clean instead of trusting rejected bytes.
 """
 
 from __future__ import annotations

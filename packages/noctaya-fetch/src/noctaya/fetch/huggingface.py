@@ -1,8 +1,10 @@
 """`hf://` delivery through huggingface-hub into the hub cache layout the engine reads.
 
-The repo folder is built inside `<repo folder>.partial/` (the client resumes its `.incomplete`
-blobs there), every blob is checked against the name the hub gave it (a git blob SHA-1, or the
-SHA-256 of a large file), and the folder is renamed into `<HF_HOME>/hub`.
+The repo folder is built inside `<repo folder>.partial/`, every blob is checked against the
+name the hub gave it (a git blob SHA-1, or the SHA-256 of a large file), and the folder is
+renamed into `<HF_HOME>/hub`. The client resumes a dropped file with a range request within one
+run, a whole 10 MiB read at a time; blobs finished before a failure are not fetched again, but
+this client version discards a half-written file when its download call fails.
 """
 
 from __future__ import annotations

@@ -10,7 +10,7 @@ from __future__ import annotations
 from pathlib import Path, PurePosixPath
 
 from noctaya.core.cache_planning import CACHE_ENV, CACHE_MOUNT_PATH
-from noctaya.core.model_source import ResolvedModel, SourceKind
+from noctaya.core.model_source import ResolvedModel
 
 _CACHE_HOMES = {
     env.name: PurePosixPath(env.value).relative_to(CACHE_MOUNT_PATH) for env in CACHE_ENV
@@ -32,13 +32,3 @@ def modelscope_destination(model: ResolvedModel, cache: Path) -> Path:
     owner, _, name = model.path.partition("/")
     home = cache / _CACHE_HOMES["MODELSCOPE_CACHE"] / "models"
     return home / owner / name.replace(".", "___")
-
-
-def destination(model: ResolvedModel, cache: Path) -> Path:
-    if model.kind is SourceKind.OCI:
-        return oci_destination(model, cache)
-    if model.kind is SourceKind.HF:
-        return huggingface_destination(model, cache)
-    if model.kind is SourceKind.MODELSCOPE:
-        return modelscope_destination(model, cache)
-    raise ValueError(f"{model.kind} sources are mounted, not fetched")
