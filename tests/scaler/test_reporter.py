@@ -261,3 +261,34 @@ async def test_a_real_aggregator_sees_the_reporters_demand_and_its_withdrawal(
     assert count(registry, "success") >= 2
     stream.cancel()
     await keda.close()
+
+
+async def test_an_endless_reply_is_abandoned_after_a_few_kib(
+    token_file: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    """An endpoint that streams a body forever must neither hold the send for its whole timeout
+    nor fill the reporter's memory: a report's answer is a status and at most a short line."""
+    loop = asyncio.get_running_loop()
+    stop_at = loop.time() + 30
+
+    async def flood(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        await reader.readuntil(b"\r\n\r\n")
+        writer.write(b"HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\n")
+        chunk = b"10000\r\n" + b"x" * 0x10000 + b"\r\n"
+        with contextlib.suppress(ConnectionError):
+            while loop.time() < stop_at:
+                writer.write(chunk)
+                await writer.drain()
+        writer.close()
+
+    server = await asyncio.start_server(flood, "127.0.0.1", 0)
+    url = f"http://127.0.0.1:{server.sockets[0].getsockname()[1]}/v1/demand"
+    reports, registry = counter()
+    reporter = DemandReporter(url, "gw", str(token_file), reports, heartbeat=3600, send_timeout=30)
+    try:
+        async with running(reporter, DemandFeed(1)):
+            await eventually(lambda: count(registry, "error") == 1, within=10)
+    finally:
+        stop_at = 0
+        server.close()
+    assert _reporter_warnings(caplog) == [f"demand report to {url} failed: HTTP 200"]

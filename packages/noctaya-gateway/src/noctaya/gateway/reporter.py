@@ -24,6 +24,9 @@ from prometheus_client import Counter
 
 HEARTBEAT_SECONDS = 2.0
 SEND_TIMEOUT_SECONDS = 1.0
+# An answer is a status, with at most a one-line error text: reading more could only fill memory.
+# A longer body is left unread, and aiohttp then closes the connection instead of reusing it.
+MAX_REPLY_BYTES = 4096
 
 _log = logging.getLogger(__name__)
 
@@ -140,7 +143,7 @@ async def _post_once(
     session: aiohttp.ClientSession, url: str, body: bytes, headers: Mapping[str, str]
 ) -> int:
     async with session.post(url, data=body, headers=headers) as reply:
-        await reply.read()
+        await reply.content.read(MAX_REPLY_BYTES)
         return reply.status
 
 
