@@ -153,7 +153,7 @@ def test_operator_with_only_its_rbac_reconciles_a_service_then_stops_cleanly_on_
     assert [e["msg"] for e in entries][-1] == "stopped"
 
 
-def test_zero_gateway_replicas_exit_1_with_the_reference_message(tmp_path: Path) -> None:
+def test_zero_gateway_replicas_exit_1_naming_the_bound(tmp_path: Path) -> None:
     result = subprocess.run(
         [str(OPERATOR), "--gateway-replicas=0", f"--kubeconfig={tmp_path / 'unused'}"],
         capture_output=True,

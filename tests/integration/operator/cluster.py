@@ -53,7 +53,8 @@ def condition_values(status: Manifest) -> dict[str, tuple[str, str, str]]:
 
 
 def controller_reference(obj: Manifest, service: Manifest) -> Manifest | None:
-    """The object's owner reference to `service` if it is the exact §1.1 controller reference."""
+    """The object's owner reference to `service` if it is exactly the controller reference Noctaya
+    sets (controller and blockOwnerDeletion true)."""
     meta = service["metadata"]
     expected = {
         "apiVersion": OWNER_API_VERSION,
@@ -202,7 +203,7 @@ def events(api_client: k8s_client.ApiClient, namespace: str) -> list[Manifest]:
 def backend_pod(
     api_client: k8s_client.ApiClient, namespace: str, service: str, runtime: str, name: str
 ) -> str:
-    """A Pod as the backend Deployment would create it: the backend pod labels of §1.1."""
+    """A Pod as the backend Deployment would create it, with the backend pods' labels."""
     labels = {
         "app.kubernetes.io/name": service,
         MANAGED_BY: "noctaya",

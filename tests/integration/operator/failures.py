@@ -1,4 +1,4 @@
-"""How a failed reconcile shows (§1.8): the error it raises and the conditions it writes."""
+"""How a failed reconcile shows: the error it raises and the conditions it writes."""
 
 from __future__ import annotations
 

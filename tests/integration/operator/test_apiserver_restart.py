@@ -1,5 +1,6 @@
-"""An API-server restart breaks every watch (§1.10 / issue: watches survive restarts by
-relisting); the running operator goes on reconciling new services afterwards.
+"""An API-server restart breaks every watch (the operator watches again, relisting when the
+server no longer knows its resourceVersion); the running operator goes on reconciling new
+services afterwards.
 """
 
 from __future__ import annotations

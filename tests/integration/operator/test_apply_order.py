@@ -1,6 +1,7 @@
-"""Objects are applied in the order of §1.3 step 6; the API server's rejection of one stops the
-rest, is reported with that step's reason and the server's own words, and keeps
-AutoscalingReady True because the ScaledObject is already in place.
+"""Objects are applied in a fixed order (ScaledObject, demand Secret, cache PVC, prewarm Job,
+backend, gateway, scaler); the API server's rejection of one stops the rest, is reported with
+that step's reason and the server's own words, and keeps AutoscalingReady True because the
+ScaledObject is already in place.
 """
 
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""What the backend is doing becomes phase, conditions and events (§1.8, §1.9).
+"""What the backend is doing becomes phase, conditions and events.
 
 The scenario plays kubelet and deployment controller: it creates the backend Pods and writes
 their status, and the Deployment's, through the status subresources.

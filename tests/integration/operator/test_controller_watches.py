@@ -1,4 +1,4 @@
-"""A running operator (§1.10): what it watches wakes the right services, and a broken service
+"""A running operator: what it watches wakes the right services, and a broken service
 never holds up the healthy ones.
 """
 

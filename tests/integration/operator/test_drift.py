@@ -1,5 +1,5 @@
-"""Hand edits of the fields Noctaya sets are reverted on the next reconcile (§1.3 server-side
-apply with forced ownership); the backend replica count belongs to the autoscaler and stays.
+"""Hand edits of the fields Noctaya sets are reverted on the next reconcile (server-side apply
+with forced ownership); the backend replica count belongs to the autoscaler and stays.
 """
 
 from __future__ import annotations

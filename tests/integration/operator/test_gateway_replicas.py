@@ -1,4 +1,5 @@
-"""Going from several gateways back to one (§1.3 step 6.9–6.12) and the demand token's checks.
+"""Going from several gateways back to one (the PDB, aggregate scaler and demand Secret go) and
+the demand token's checks.
 
 The extras of several gateways are deleted only if this service controls them: an object of
 the same name that belongs to somebody else is left alone, silently.

@@ -1,4 +1,4 @@
-"""Two operator replicas (§1.2): only the Lease holder reconciles, and the standby takes over
+"""Two operator replicas: only the Lease holder reconciles, and the standby takes over
 when the leader stops, whether it hands the Lease over or just goes away.
 """
 

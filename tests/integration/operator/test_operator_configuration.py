@@ -1,5 +1,5 @@
-"""How the operator's own configuration shows up on services (§1.3 steps 3 and 5): a vendor
-plugin that is not installed, and gateway settings it cannot render.
+"""How the operator's own configuration shows up on services: a vendor plugin that is not
+installed, and gateway settings it cannot render.
 """
 
 from __future__ import annotations

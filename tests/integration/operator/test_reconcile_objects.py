@@ -1,4 +1,4 @@
-"""A service becomes its whole serving stack (§1.6, §1.11), every object owned by it."""
+"""A service becomes its whole serving stack, ScaledObject included, every object owned by it."""
 
 from __future__ import annotations
 
@@ -76,7 +76,7 @@ def applied_spec_fields(obj: Manifest) -> dict[str, Any]:
 
 
 class Stack:
-    """Reads a service's objects by their §1.1 names, as wire dicts."""
+    """Reads a service's objects by their fixed names (`<svc>`, `<svc>-gateway`…) as wire dicts."""
 
     def __init__(self, api_client: k8s_client.ApiClient, namespace: str, svc: str) -> None:
         self._api, self._ns, self._svc = api_client, namespace, svc
@@ -118,7 +118,7 @@ def pinned_runtime(resources: CustomResources, runtime_name: str) -> str:
     return runtime_name
 
 
-def test_single_gateway_service_renders_every_object_of_the_reference_owned_by_the_service(
+def test_single_gateway_service_renders_its_whole_stack_owned_by_the_service(
     api_client: k8s_client.ApiClient,
     resources: CustomResources,
     namespace: str,
@@ -160,7 +160,7 @@ def test_single_gateway_service_renders_every_object_of_the_reference_owned_by_t
     ):
         assert only_with_several_gateways is None
 
-    # §1.11 ScaledObject: min 0, max 3, target 10, stabilization 5m.
+    # ScaledObject: min 0, max 3, target 10, stabilization 5m.
     assert scaled["metadata"]["labels"] == selector_labels("qwen")
     assert scaled["spec"] == {
         "scaleTargetRef": {"name": "qwen"},
@@ -185,7 +185,7 @@ def test_single_gateway_service_renders_every_object_of_the_reference_owned_by_t
         ],
     }
 
-    # §1.6.1 backend Deployment: KEDA owns the replica count, so the operator never sets it.
+    # Backend Deployment: KEDA owns the replica count, so the operator never sets it.
     backend_labels = {**selector_labels("qwen"), "serving.noctaya.io/runtime": rt}
     assert backend["metadata"]["labels"] == backend_labels
     assert backend["spec"]["selector"] == {"matchLabels": selector_labels("qwen")}
@@ -237,7 +237,7 @@ def test_single_gateway_service_renders_every_object_of_the_reference_owned_by_t
     ]
     assert not serving.get("securityContext")
 
-    # §1.6.2 backend Service: targets the runtime port by name.
+    # Backend Service: targets the runtime port by name.
     assert backend_service["metadata"]["labels"] == selector_labels("qwen")
     assert backend_service["spec"]["selector"] == selector_labels("qwen")
     assert backend_service["spec"]["type"] == "ClusterIP"
@@ -245,7 +245,7 @@ def test_single_gateway_service_renders_every_object_of_the_reference_owned_by_t
         {"name": "http", "port": 80, "targetPort": "http", "protocol": "TCP"}
     ]
 
-    # §1.6.3 gateway Deployment: one hardened replica serving the scaler's gRPC itself.
+    # Gateway Deployment: one hardened replica serving the scaler's gRPC itself.
     assert gateway["metadata"]["labels"] == gateway_selector("qwen")
     assert gateway["spec"]["selector"] == {"matchLabels": gateway_selector("qwen")}
     assert gateway["spec"]["template"]["metadata"]["labels"] == gateway_selector("qwen")
@@ -278,7 +278,7 @@ def test_single_gateway_service_renders_every_object_of_the_reference_owned_by_t
     ]
     assert "volumeMounts" not in container
 
-    # §1.6.4 gateway Service and §1.6.6 scaler Service (co-located in the single gateway).
+    # Gateway Service and scaler Service (the scaler is co-located in the single gateway).
     assert gateway_service["metadata"]["labels"] == gateway_service_labels("qwen")
     assert gateway_service["spec"]["selector"] == gateway_selector("qwen")
     assert gateway_service["spec"]["ports"] == [
@@ -291,7 +291,7 @@ def test_single_gateway_service_renders_every_object_of_the_reference_owned_by_t
         {"name": "grpc", "port": 9090, "targetPort": 9090, "protocol": "TCP"}
     ]
 
-    # §1.6.8 cache PVC: created once, carrying the hash of the spec it was created from.
+    # Cache PVC: created once, carrying the hash of the spec it was created from.
     assert pvc["metadata"]["labels"] == selector_labels("qwen")
     rendered_pvc_spec = {
         "accessModes": ["ReadWriteOnce"],
@@ -304,7 +304,7 @@ def test_single_gateway_service_renders_every_object_of_the_reference_owned_by_t
         "serving.noctaya.io/create-once-hash": create_once_hash(rendered_pvc_spec)
     }
 
-    # §1.6.9 prewarm Job: fills the cache read-write, never asks for accelerators.
+    # Prewarm Job: fills the cache read-write, never asks for accelerators.
     assert job["metadata"]["labels"] == selector_labels("qwen")
     job_hash = job["metadata"]["annotations"]["serving.noctaya.io/create-once-hash"]
     assert re.fullmatch("[0-9a-f]{64}", job_hash)
@@ -392,7 +392,7 @@ def test_several_gateways_add_a_budget_an_aggregate_scaler_and_a_demand_token(
         "readOnly": True,
     }
 
-    # §1.6.3 with replicas > 1: spread over nodes, report demand to the aggregator.
+    # Gateway Deployment with replicas > 1: spread over nodes, report demand to the aggregator.
     assert gateway["spec"]["replicas"] == 2
     gateway_pod = gateway["spec"]["template"]["spec"]
     assert gateway_pod["affinity"] == {
@@ -427,13 +427,13 @@ def test_several_gateways_add_a_budget_an_aggregate_scaler_and_a_demand_token(
     ]
     assert container["volumeMounts"] == [demand_mount]
 
-    # §1.6.5 PodDisruptionBudget.
+    # Gateway PodDisruptionBudget: one gateway stays up through voluntary disruptions.
     assert pdb["metadata"]["labels"] == gateway_service_labels("multi")
     assert pdb["spec"]["minAvailable"] == 1
     assert pdb["spec"]["selector"] == {"matchLabels": gateway_selector("multi")}
     assert "unhealthyPodEvictionPolicy" not in pdb["spec"]
 
-    # §1.6.7 aggregate scaler Deployment, hardened like the gateway.
+    # Aggregate scaler Deployment, hardened like the gateway.
     assert aggregator["metadata"]["labels"] == scaler_selector("multi")
     assert aggregator["spec"]["selector"] == {"matchLabels": scaler_selector("multi")}
     assert aggregator["spec"]["template"]["metadata"]["labels"] == scaler_selector("multi")
@@ -464,14 +464,14 @@ def test_several_gateways_add_a_budget_an_aggregate_scaler_and_a_demand_token(
         assert probe["httpGet"] == {"path": "/readyz", "port": 9091, "scheme": "HTTP"}
     assert scaler["volumeMounts"] == [demand_mount]
 
-    # §1.6.6 scaler Service now selects the aggregator and also exposes its report port.
+    # Scaler Service now selects the aggregator and also exposes its report port.
     assert scaler_service["spec"]["selector"] == scaler_selector("multi")
     assert scaler_service["spec"]["ports"] == [
         {"name": "grpc", "port": 9090, "targetPort": 9090, "protocol": "TCP"},
         {"name": "http", "port": 9091, "targetPort": 9091, "protocol": "TCP"},
     ]
 
-    # §1.6.7 demand Secret: 32 random bytes as unpadded base64url, 43 characters.
+    # Demand Secret: 32 random bytes as unpadded base64url, 43 characters.
     assert secret["type"] == "Opaque"
     assert secret["metadata"]["labels"] == selector_labels("multi")
     token = base64.b64decode(secret["data"]["token"]).decode()

@@ -1,7 +1,8 @@
-"""The options of a service and its runtime, as they land in the rendered objects (§1.6).
+"""The options of a service and its runtime, as they land in the rendered objects.
 
-Cache strategies and model sources (§1.6.8–§1.6.9), runtime scheduling and vendor mounts
-(§1.6.1, §5), gateway authentication and scaler TLS (§1.6.3, §1.6.7, §1.11).
+Cache strategies and model sources (cache volume, PVC, prewarm and OCI staging Job), runtime
+scheduling and vendor mounts (backend Deployment), gateway authentication and scaler TLS
+(gateway, aggregate scaler, ScaledObject).
 """
 
 from __future__ import annotations
@@ -31,7 +32,7 @@ CACHE_ENV = [
 
 
 def wait_for_marker(marker: str, image: str = "vllm/vllm-openai:v0.10.0") -> Manifest:
-    """The `wait-for-prewarm` init container of §1.6.8, exactly."""
+    """The `wait-for-prewarm` init container that holds serving until the cache is filled."""
     program = f'import os,time\nwhile not os.path.isfile("{marker}"): time.sleep(2)'
     return {
         "name": "wait-for-prewarm",

@@ -1,4 +1,4 @@
-"""Which InferenceRuntime serves a service (§1.4), and how a failed choice is reported (§1.8)."""
+"""Which InferenceRuntime serves a service, and how a failed choice is reported."""
 
 from __future__ import annotations
 

@@ -1,5 +1,5 @@
-"""A user edits the service while the operator writes its status (§1.8 `updateStatusWithRetry`):
-the write conflicts, is retried on the newest object, and the edit survives.
+"""A user edits the service while the operator writes its status: the write conflicts, is
+retried on the newest object, and the edit survives.
 """
 
 from __future__ import annotations

@@ -1,5 +1,6 @@
 """Reserved and unsupported fields fail with a condition naming the field, before anything is
-written (§1.3 step 5: the whole stack is rendered first); the operator never crashes on them.
+written (the whole stack is rendered before anything is applied); the operator never crashes
+on them.
 """
 
 from __future__ import annotations
