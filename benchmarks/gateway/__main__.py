@@ -1,6 +1,7 @@
 """Run every gateway measurement in one go and print the tables.
 
     .venv/bin/python -m benchmarks.gateway [--seconds 5] [--hold 1000]
+    .venv/bin/python -m benchmarks.gateway --profile [--seconds 10]
 
 Non-streaming: `wrk` posts a 60-byte chat completion at concurrency 1, 64 and 256, straight at
 the engine stub and through the gateway (tokens=1, no token delay: the engine costs almost
@@ -8,20 +9,31 @@ nothing, so the difference is the gateway). The same load through bare reference
 what the upstream client alone costs. Streams: 20 tokens 10 ms apart, the added time to first
 token and the added gap between tokens. Memory: the gateway's RSS idle and while holding cold
 keepalive streams (the backend never becomes ready, so they live on heartbeats).
+
+`--profile` measures nothing else: it runs the gateway under cProfile while wrk drives it at
+c=64 (profiling only the measured seconds) and prints the top-20 flat profile by own time.
 """
 
 from __future__ import annotations
 
 import argparse
+import io
 import json
+import os
+import pstats
+import signal
 import subprocess
 import sys
+import tempfile
 import time
 import urllib.request
+from pathlib import Path
 
 from benchmarks.gateway import procs, wrk
 
 PATH = "/v1/chat/completions"
+PROFILE_CONCURRENCY = 64
+PROFILE_TOP = 20
 
 
 def main() -> int:
@@ -31,10 +43,16 @@ def main() -> int:
     parser.add_argument("--streams", type=int, default=400)
     parser.add_argument("--stream-concurrency", type=int, default=16)
     parser.add_argument("--hold", type=int, default=1000, help="cold streams to hold")
+    parser.add_argument(
+        "--profile", action="store_true", help="only profile the gateway under wrk at c=64"
+    )
     args = parser.parse_args()
     if not wrk.available():
         print("this benchmark drives load with wrk: apt-get install wrk", file=sys.stderr)
         return 1
+    if args.profile:
+        print(_profile(args.seconds))
+        return 0
     levels = [int(c) for c in args.concurrency.split(",")]
     _print_table(
         "Non-streaming chat completions (wrk, 60-byte body, keep-alive)",
@@ -94,6 +112,38 @@ def _non_streaming(levels: list[int], seconds: float) -> list[tuple[object, ...]
         gateway.stop()
         engine.stop()
     return rows
+
+
+def _profile(seconds: float) -> str:
+    """The gateway's flat profile (by own time) while wrk drives it at c=64."""
+    engine = procs.engine()
+    with tempfile.TemporaryDirectory() as folder:
+        stats_file = Path(folder) / "gateway.prof"
+        command = [sys.executable, "-m", "benchmarks.gateway.profiled", str(stats_file)]
+        gateway = procs.gateway(engine.url, command=command)
+        try:
+            wrk.run(gateway.url + PATH, PROFILE_CONCURRENCY, 1)
+            os.kill(gateway.popen.pid, signal.SIGUSR1)
+            result = wrk.run(gateway.url + PATH, PROFILE_CONCURRENCY, seconds)
+            os.kill(gateway.popen.pid, signal.SIGUSR2)
+            deadline = time.monotonic() + 60
+            while not stats_file.exists():
+                if time.monotonic() > deadline:
+                    raise RuntimeError("the profiled gateway wrote no stats")
+                time.sleep(0.1)
+        finally:
+            gateway.stop()
+            engine.stop()
+        text = io.StringIO()
+        stats = pstats.Stats(str(stats_file), stream=text)
+        stats.sort_stats(pstats.SortKey.TIME).print_stats(PROFILE_TOP)
+    header = (
+        f"Gateway profile under wrk at c={PROFILE_CONCURRENCY} for {seconds:g}s "
+        f"(cProfile: {result.rps:,.0f} req/s, p50 {result.p50_ms:.2f} ms, "
+        f"p99 {result.p99_ms:.2f} ms, errors {result.errors}; slower than unprofiled)"
+    )
+    body = text.getvalue()
+    return header + "\n" + body[body.index("   ncalls") :]
 
 
 def _client_choice(seconds: float) -> list[tuple[object, ...]]:

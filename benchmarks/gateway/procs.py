@@ -88,7 +88,10 @@ def engine(**env: str) -> Process:
     return launch([str(BIN / "noctaya-engine-stub")], settings, url, "/metrics")
 
 
-def gateway(backend: str, log: Path | None = None, **env: str) -> Process:
+def gateway(
+    backend: str, log: Path | None = None, command: list[str] | None = None, **env: str
+) -> Process:
+    """The gateway in front of `backend`; `command` runs it some other way (e.g. profiled)."""
     port = free_port()
     settings = {
         "NOCTAYA_BACKEND_URL": backend,
@@ -98,7 +101,7 @@ def gateway(backend: str, log: Path | None = None, **env: str) -> Process:
         **env,
     }
     url = f"http://127.0.0.1:{port}"
-    return launch([str(BIN / "noctaya-gateway")], settings, url, "/healthz", log)
+    return launch(command or [str(BIN / "noctaya-gateway")], settings, url, "/healthz", log)
 
 
 def reference_proxy(client: str, backend: str) -> Process:
