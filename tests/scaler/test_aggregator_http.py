@@ -277,3 +277,19 @@ async def test_a_request_cut_at_the_end_of_the_grace_logs_no_traceback(
     assert await closed_by_server(busy_reader)
     await asyncio.sleep(0)  # the cancelled connection task's done-callbacks run now
     assert not [record for record in caplog.records if record.exc_info]
+
+
+async def test_a_client_that_half_closes_after_its_answer_is_let_go_at_once() -> None:
+    """A client's FIN on an idle keep-alive connection ends it: held until the idle timeout
+    instead, churning clients would pile up sockets (and file descriptors) by the thousand."""
+    server = HTTPServer(App(), read_timeout=60, idle_timeout=60)
+    port = await server.start("127.0.0.1", 0)
+    try:
+        reader, writer = await connect(port)
+        writer.write(b"GET / HTTP/1.1\r\nHost: x\r\n\r\n")
+        assert (await response(reader))[1] == b"ok"
+        writer.write_eof()
+        assert await closed_by_server(reader, within=4)
+        writer.close()
+    finally:
+        await server.shutdown(0)
