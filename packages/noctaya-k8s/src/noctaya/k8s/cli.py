@@ -1,7 +1,7 @@
 """The `noctaya` command: one argparse sub-command per job (CRDs, RBAC, docs, render, validate).
 
 Each sub-command is a `(name, help, configure, run)` entry in `COMMANDS`; `configure` adds its
-arguments and `run` returns the process exit code, so adding `operator` or `render` is one entry.
+arguments and `run` returns the process exit code, so a new sub-command is one more entry.
 """
 
 from __future__ import annotations
