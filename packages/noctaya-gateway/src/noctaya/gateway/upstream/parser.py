@@ -275,6 +275,8 @@ def _headers(lines: list[bytes]) -> list[tuple[bytes, bytes]]:
 
 
 def _unfold(lines: list[bytes]) -> list[bytes]:
+    if not any(line[:1] in (b" ", b"\t") for line in lines):
+        return lines
     unfolded: list[bytes] = []
     for line in lines:
         if line[:1] in (b" ", b"\t"):
@@ -289,18 +291,19 @@ def _unfold(lines: list[bytes]) -> list[bytes]:
 def _content_length(headers: list[tuple[bytes, bytes]]) -> int | None:
     """The one length all Content-Length fields agree on; repeats of it are merged into the
     first field, in place, so the relayed head carries a single well-formed value."""
-    fields = [value for name, value in headers if name == b"content-length"]
-    values = {v.strip() for value in fields for v in value.split(b",")}
-    if not values:
+    fields = [i for i, (name, _) in enumerate(headers) if name == b"content-length"]
+    if not fields:
         return None
+    values = {v.strip() for i in fields for v in headers[i][1].split(b",")}
     if len(values) != 1:
         raise ProtocolError("conflicting Content-Length values")
     value = values.pop()
     if not _DIGITS.fullmatch(value) or len(value) > MAX_LENGTH_DIGITS:
         raise ProtocolError("invalid Content-Length")
-    first = next(i for i, (n, _) in enumerate(headers) if n == b"content-length")
-    headers[first] = (b"content-length", value)
-    headers[first + 1 :] = [(n, v) for n, v in headers[first + 1 :] if n != b"content-length"]
+    if len(fields) > 1 or headers[fields[0]][1] != value:
+        headers[fields[0]] = (b"content-length", value)
+        for i in reversed(fields[1:]):
+            del headers[i]
     return int(value)
 
 
