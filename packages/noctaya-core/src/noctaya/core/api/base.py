@@ -148,16 +148,18 @@ ApiDuration = Annotated[
 ]
 """A Go duration (`10s`, `5m`, `1h30m`) written as a string."""
 
-ApiQuantity = Annotated[
-    Quantity,
-    WithJsonSchema(
-        {
-            "anyOf": [{"type": "integer"}, {"type": "string"}],
-            "pattern": QUANTITY_PATTERN,
-            "x-kubernetes-int-or-string": True,
-        }
-    ),
-]
+
+def _quantity_schema(*checks: rules.Rule) -> WithJsonSchema:
+    """A quantity's int-or-string schema, with CEL rules for `checks` if any."""
+    schema: dict[str, Any] = {
+        "anyOf": [{"type": "integer"}, {"type": "string"}],
+        "pattern": QUANTITY_PATTERN,
+        "x-kubernetes-int-or-string": True,
+    }
+    return WithJsonSchema(schema | rules.validations(*checks) if checks else schema)
+
+
+ApiQuantity = Annotated[Quantity, _quantity_schema()]
 """A Kubernetes quantity (`500m`, `32Gi`), written as a string or a whole number."""
 
 
@@ -167,16 +169,7 @@ def _non_negative(value: Quantity) -> Quantity:
 
 
 NonNegativeQuantity = Annotated[
-    Quantity,
-    AfterValidator(_non_negative),
-    WithJsonSchema(
-        {
-            "anyOf": [{"type": "integer"}, {"type": "string"}],
-            "pattern": QUANTITY_PATTERN,
-            "x-kubernetes-int-or-string": True,
-            **rules.validations(rules.QUANTITY_NON_NEGATIVE),
-        }
-    ),
+    Quantity, AfterValidator(_non_negative), _quantity_schema(rules.QUANTITY_NON_NEGATIVE)
 ]
 """An amount of CPU, memory or storage: a quantity that is zero or more, as Kubernetes demands."""
 
