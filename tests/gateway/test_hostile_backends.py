@@ -16,6 +16,7 @@ from noctaya.gateway.upstream import UpstreamPool
 from .conftest import StartGateway
 from .raw_backend import StartBackend, answering, health_then, read_request
 from .raw_backend import backend as backend  # the fixture
+from .support import read_events
 
 CLIENT_DEADLINE = aiohttp.ClientTimeout(total=15)
 """A hang fails the test instead of stalling the suite."""
@@ -250,3 +251,40 @@ async def test_a_204_with_a_content_length_reaches_http2_clients_as_a_204(
     assert response.http_version == "HTTP/2"
     assert (response.status_code, response.headers["x-id"], response.content) == (204, "1", b"")
     assert "content-length" not in response.headers
+
+
+async def test_a_cold_stream_whose_backend_then_stalls_ends_with_a_timeout_error_event(
+    backend: StartBackend, start_gateway: StartGateway, http: aiohttp.ClientSession
+) -> None:
+    """The client already has its 200 and heartbeats: the stall becomes the closing frame."""
+    ready = False
+
+    async def handler(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        with contextlib.suppress(asyncio.IncompleteReadError, ConnectionError):
+            while True:
+                head = await read_request(reader)
+                if not head.startswith(b"GET /health "):
+                    await reader.read()  # the completion: never answered
+                    break
+                status = b"200 OK" if ready else b"503 Service Unavailable"
+                writer.write(b"HTTP/1.1 %s\r\nContent-Length: 0\r\n\r\n" % status)
+        writer.close()
+
+    def become_ready() -> None:
+        nonlocal ready
+        ready = True
+
+    gateway = await start_gateway(
+        await backend(handler), heartbeat_interval=0.1, backend_read_timeout=0.3
+    )
+    asyncio.get_running_loop().call_later(0.25, become_ready)
+    async with http.post(
+        f"{gateway.url}/v1/chat/completions", json={"stream": True}, timeout=CLIENT_DEADLINE
+    ) as response:
+        assert response.status == 200
+        blocks = await read_events(response)
+    assert ": heartbeat" in blocks
+    assert blocks[-1] == (
+        "event: error\ndata: "
+        '{"error":{"message":"backend timeout","type":"server_error","code":"gateway_timeout"}}'
+    )

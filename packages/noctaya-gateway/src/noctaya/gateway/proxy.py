@@ -106,8 +106,13 @@ class Upstream:
         committed: bool = False,
     ) -> None:
         """Proxy one exchange. When `committed`, the client already has its response head (a
-        keepalive stream), so only the backend's body is relayed and the stream left open."""
+        keepalive stream), so only the backend's body is relayed and the stream left open.
+
+        A backend failing before its response head is UpstreamUnavailable, answered by the
+        caller (an error response, or the closing error event of a committed stream); once its
+        response reaches the client, the exchange can only be aborted (UpstreamAborted)."""
         started = committed
+        answered = False
         target = self._pool.path_prefix + scope["raw_path"]
         if scope["query_string"]:
             target += b"?" + scope["query_string"]
@@ -116,6 +121,7 @@ class Upstream:
             async with self._pool.exchange(
                 scope["method"], target, headers, body, declared
             ) as response:
+                answered = True
                 if not committed:
                     await send(
                         {
@@ -134,7 +140,7 @@ class Upstream:
         except UpstreamError as error:
             if channel.failure is not None:
                 raise channel.failure from None
-            if started:
+            if answered:
                 raise UpstreamAborted(str(error) or type(error).__name__) from error
             answer = BACKEND_TIMEOUT if isinstance(error, UpstreamTimeout) else BACKEND_UNREACHABLE
             raise UpstreamUnavailable(str(error) or type(error).__name__, answer) from error
