@@ -15,7 +15,7 @@ from typing import Any
 
 import yaml
 
-from ..envtest.pki import Pki, write_pki
+from ..envtest.pki import ADMIN_USER, Pki, write_pki
 from . import images, layout
 from .images import Image
 
@@ -78,12 +78,9 @@ def write_plan(folders: layout.Folders, programs: layout.Programs, archives: lis
     plan = {
         "state_file": str(run / "supervisor.json"),
         "log_dir": str(folders.logs),
-        "setup": [
-            # Private to the box's mount namespace: what the kubelet and containerd write there
-            # without asking (log links, shim sockets) never reaches the host.
-            ["mount", "-t", "tmpfs", "box-run", "/run"],
-            ["mount", "-t", "tmpfs", "box-log", "/var/log"],
-        ],
+        # Private to the box's mount namespace: what the kubelet and containerd write there
+        # without asking (log links, shim sockets and fifos) never reaches the host.
+        "tmpfs": ["/run", "/var/log"],
         "components": [
             {
                 "name": "containerd",
@@ -188,6 +185,7 @@ def _apiserver_argv(programs: layout.Programs, pki: Pki) -> list[str]:
         "--authorization-mode=Node,RBAC",
         "--allow-privileged=true",
         "--profiling=false",
+        "--kubelet-preferred-address-types=InternalIP",
         f"--kubelet-client-certificate={pki.admin_cert}",
         f"--kubelet-client-key={pki.admin_key}",
         # The aggregation layer (KEDA's metrics API server): the API server proxies as the
@@ -195,6 +193,7 @@ def _apiserver_argv(programs: layout.Programs, pki: Pki) -> list[str]:
         f"--proxy-client-cert-file={pki.admin_cert}",
         f"--proxy-client-key-file={pki.admin_key}",
         f"--requestheader-client-ca-file={pki.ca_cert}",
+        f"--requestheader-allowed-names={ADMIN_USER}",
         "--requestheader-username-headers=X-Remote-User",
         "--requestheader-group-headers=X-Remote-Group",
         "--requestheader-extra-headers-prefix=X-Remote-Extra-",
@@ -233,6 +232,9 @@ def _containerd_config(run: Path, socket: Path) -> str:
             f'  sandbox_image = "{BOX_IMAGE}"',
             "  netns_mounts_under_state_dir = true",
             "  enable_selinux = false",
+            # Lowering oom_score_adj is refused here even to root (runc's pause fails with
+            # "failed to update /proc/self/oom_score_adj"); keep containers at or above ours.
+            "  restrict_oom_score_adj = true",
             f"[{cri}.containerd]",
             '  snapshotter = "overlayfs"',
             '  default_runtime_name = "runc"',

@@ -152,10 +152,11 @@ def restore_host_state(path: Path) -> None:
 
 
 def _hierarchies() -> list[Path]:
-    """Mounted cgroup v1 hierarchies (the kubelet runs in v1 mode here; the v2 mount is unused)."""
+    """Mounted cgroup hierarchies: the v1 ones, and the v2 one of a hybrid set-up, where runc
+    also makes a folder for each container."""
     mounted = []
     for line in Path("/proc/self/mountinfo").read_text().splitlines():
         fields = line.split(" - ")
-        if len(fields) == 2 and fields[1].startswith("cgroup "):
+        if len(fields) == 2 and fields[1].startswith(("cgroup ", "cgroup2 ")):
             mounted.append(Path(fields[0].split()[4]))
     return mounted

@@ -3,8 +3,8 @@
 Started by `unshare --pid --fork --kill-child --mount --mount-proc`: when this process dies, for
 whatever reason, the kernel kills every process of the box and drops every mount it made, so
 no kubelet, shim or container can outlive it. It mounts private tmpfs over the folders the
-kubelet and containerd write to without asking (/run, /var/log), runs the one-shot commands,
-then starts the components in order, each once the previous one is ready, and reaps every
+kubelet and containerd write to without asking (/run, /var/log), then starts the components
+in order, each once the previous one is ready (one-shot commands after some), and reaps every
 orphan. Progress goes to the state file; the harness on the host side reads it.
 
 Standard library only: it runs as a script, with no package around it.
@@ -13,6 +13,7 @@ Standard library only: it runs as a script, with no package around it.
 from __future__ import annotations
 
 import contextlib
+import ctypes
 import json
 import os
 import signal
@@ -41,8 +42,8 @@ def main(plan_path: str) -> int:
     signal.signal(signal.SIGTERM, stop)
     signal.signal(signal.SIGINT, stop)
     try:
-        for argv in plan["setup"]:
-            subprocess.run(argv, check=True, capture_output=True, text=True, timeout=300)
+        for target in plan["tmpfs"]:
+            _mount_tmpfs(target)
         for component in plan["components"]:
             name = component["name"]
             with (logs / f"{name}.log").open("ab") as log:
@@ -63,6 +64,13 @@ def main(plan_path: str) -> int:
         time.sleep(_POLL_SECONDS)
     _stop_all(children)
     return 0
+
+
+def _mount_tmpfs(target: str) -> None:
+    """The syscall, not mount(8): that would write its table under the host's /run first."""
+    libc = ctypes.CDLL(None, use_errno=True)
+    if libc.mount(b"box", target.encode(), b"tmpfs", 0, None) != 0:
+        raise OSError(ctypes.get_errno(), f"mounting tmpfs on {target}")
 
 
 def _wait_ready(component: dict[str, Any], process: subprocess.Popen[bytes], stopping: Any) -> None:
