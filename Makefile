@@ -4,7 +4,7 @@ UV_VERSION := 0.13.8
 export UV_PYTHON_DOWNLOADS := never
 UV := $(shell command -v uv 2>/dev/null || echo .tools/bin/uv)
 
-.PHONY: test sync control-plane helm lint crds proto demo cluster-deps cluster
+.PHONY: test sync control-plane helm test-packages lint crds proto demo cluster-deps cluster
 
 $(UV):
 	python3 -m venv .tools && .tools/bin/pip install -q uv==$(UV_VERSION)
@@ -18,6 +18,10 @@ control-plane:
 helm:
 	bash hack/build-helm.sh
 
+# Debian packages the suite runs as real peers (the OCI registry for the fetcher tests).
+test-packages:
+	bash hack/install-test-packages.sh
+
 # The single-node test cluster (tests/e2e): Debian packages (root), then the Go builds.
 cluster-deps:
 	bash hack/install-cluster-deps.sh
@@ -29,7 +33,7 @@ lint: sync
 	.venv/bin/ruff check .
 	.venv/bin/mypy packages/noctaya-core/src
 
-test: sync control-plane helm lint
+test: sync control-plane helm test-packages lint
 	bash hack/fetch-keda-crds.sh
 	.venv/bin/pytest
 

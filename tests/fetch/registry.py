@@ -21,7 +21,7 @@ import requests
 from oras.provider import Registry as OrasRegistry
 from support.ports import free_port
 
-INSTALL = "apt-get install -y docker-registry apache2-utils"
+INSTALL = "bash hack/install-test-packages.sh  (apt-get install -y docker-registry apache2-utils)"
 REGISTRY_BINARY = "docker-registry"
 USER = "puller"
 
