@@ -1,6 +1,7 @@
 """Model sources: every URI form, the path the runtime sees, how the weights arrive, every error."""
 
 import pytest
+from noctaya.core.api.llmservice import ModelSpec
 from noctaya.core.errors import NoctayaError
 from noctaya.core.model_source import (
     Delivery,
@@ -8,6 +9,7 @@ from noctaya.core.model_source import (
     ResolvedModel,
     SourceKind,
     resolve_model,
+    resolve_model_spec,
 )
 
 DIGEST = "a" * 64
@@ -181,6 +183,21 @@ def test_catalog_ref_is_reserved() -> None:
 
 def test_empty_catalog_ref_counts_as_unset() -> None:
     assert model_error("", catalog_ref="").message == "model.source.uri is required"
+
+
+def test_a_service_model_spec_passes_its_uri_and_registry_secret() -> None:
+    spec = ModelSpec.model_validate(
+        {"source": {"uri": f"oci://{OCI_REF}", "secretRef": {"name": "registry-creds"}}}
+    )
+    assert resolve_model_spec(spec) == resolve_model(
+        f"oci://{OCI_REF}", secret_ref_name="registry-creds"
+    )
+
+
+def test_a_service_model_spec_with_only_a_catalog_ref_is_reserved() -> None:
+    with pytest.raises(NoctayaError) as caught:
+        resolve_model_spec(ModelSpec.model_validate({"catalogRef": "qwen3-8b"}))
+    assert caught.value.message.startswith("model.catalogRef resolution is not implemented yet")
 
 
 @pytest.mark.parametrize("uri", ["Qwen/Qwen3-8B", "hf://", "hf:/Org/Model"])

@@ -12,6 +12,7 @@ import re
 from dataclasses import dataclass
 from enum import StrEnum
 
+from noctaya.core.api.llmservice import ModelSpec
 from noctaya.core.errors import NoctayaError
 from noctaya.core.values.go_text import go_quote
 
@@ -113,6 +114,16 @@ def resolve_model(
     raise _error(
         f"model uri scheme {go_quote(scheme)} is not supported yet "
         "(use hf://, modelscope://, oci://, or pvc://)"
+    )
+
+
+def resolve_model_spec(spec: ModelSpec) -> ResolvedModel:
+    """`resolve_model` over an LLMService's `spec.model`, as the operator and local mode read it."""
+    source = spec.source
+    return resolve_model(
+        source.uri if source else None,
+        secret_ref_name=source.secret_ref.name if source and source.secret_ref else None,
+        catalog_ref=spec.catalog_ref,
     )
 
 

@@ -14,7 +14,7 @@ from typing import TypeVar
 from kubernetes.client.exceptions import ApiException
 from noctaya.core.api import InferenceRuntime, LLMService, read_inferenceruntime
 from noctaya.core.errors import NoctayaError
-from noctaya.core.model_source import resolve_model
+from noctaya.core.model_source import resolve_model_spec
 from noctaya.core.plan.serving import ServingPlan, plan_serving
 from noctaya.core.plugins import VendorRegistry
 from noctaya.core.runtime_selection import (
@@ -59,12 +59,7 @@ class ServicePlanner:
         runtime = self.resolve_runtime(service)
         # Vendor names are open-ended: the installed plugins decide (else UnsupportedVendor).
         adapter = self._vendors.adapter(runtime.spec.vendor)
-        source = service.spec.model.source
-        model = resolve_model(
-            source.uri if source else None,
-            secret_ref_name=source.secret_ref.name if source and source.secret_ref else None,
-            catalog_ref=service.spec.model.catalog_ref,
-        )
+        model = resolve_model_spec(service.spec.model)
         return plan_serving(
             service,
             runtime,
