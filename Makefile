@@ -4,7 +4,7 @@ UV_VERSION := 0.13.8
 export UV_PYTHON_DOWNLOADS := never
 UV := $(shell command -v uv 2>/dev/null || echo .tools/bin/uv)
 
-.PHONY: test sync control-plane helm test-packages lint crds proto demo cluster-deps cluster
+.PHONY: test sync control-plane helm test-packages lint crds docs proto demo cluster-deps cluster
 
 $(UV):
 	python3 -m venv .tools && .tools/bin/pip install -q uv==$(UV_VERSION)
@@ -44,6 +44,12 @@ crds: sync
 	.venv/bin/noctaya crds --output config/crd/bases
 	.venv/bin/noctaya crds --output charts/noctaya/crds
 	.venv/bin/noctaya rbac --output config/rbac
+
+docs: sync
+	.venv/bin/noctaya docs api-reference --output docs/reference/api.md
+	.venv/bin/noctaya docs operator-flags --output docs/operations/operator-flags.md
+	.venv/bin/python hack/gen-metrics-docs.py
+	.venv/bin/mkdocs build --strict -d site
 
 proto: sync
 	.venv/bin/python hack/gen-scaler-proto.py
