@@ -1,0 +1,83 @@
+#!/usr/bin/env bash
+# Build the two images as OCI archives, without a container daemon or image pulls: the wheels
+# of this repository, a Debian root filesystem (build-rootfs.sh), the wheels installed into it
+# by install-wheels.sh (the Dockerfile runs the same two scripts), packed by umoci.
+#
+# Usage: images/build.sh [OUT]   (root; OUT defaults to build/images)
+# Writes OUT/noctaya-VERSION.oci.tar and OUT/noctaya-engine-stub-VERSION.oci.tar, each named for
+# `ctr images import` (io.containerd.image.name) as ghcr.io/noctaya/<image>:VERSION.
+set -euo pipefail
+
+repo=$(cd "$(dirname "$0")/.." && pwd)
+out=$(mkdir -p "${1:-$repo/build/images}" && cd "${1:-$repo/build/images}" && pwd)
+uv=${UV:-$(command -v uv || echo "$repo/.tools/bin/uv")}
+registry=${REGISTRY:-ghcr.io/noctaya}
+version=$("$repo/images/version.sh")
+# shellcheck source=images/labels.env
+source "$repo/images/labels.env"
+
+missing=()
+for tool in mmdebstrap umoci chroot; do
+  command -v "$tool" > /dev/null || missing+=("$tool")
+done
+if [[ ${#missing[@]} -gt 0 ]]; then
+  echo "missing ${missing[*]}: run \`apt-get install mmdebstrap umoci\`" >&2
+  exit 1
+fi
+if [[ $(id -u) -ne 0 ]]; then
+  echo "images/build.sh needs root (it chroots into the image's root filesystem)" >&2
+  exit 1
+fi
+
+work=$out/work
+rm -rf "$work"
+mkdir -p "$work/dist"
+
+(cd "$repo" && "$uv" build --quiet --all-packages --wheel -o "$work/dist" &&
+  "$uv" export --quiet --frozen --no-dev --all-packages --no-emit-workspace \
+    -o "$work/dist/requirements.txt")
+bash "$repo/images/build-rootfs.sh" "$work/rootfs" "$work/shell"
+bash "$repo/images/install-wheels.sh" "$work/rootfs" "$work/dist" "$uv"
+
+created=$(date -u -d "@${SOURCE_DATE_EPOCH:-$(git -C "$repo" log -1 --format=%ct 2>/dev/null || date +%s)}" +%Y-%m-%dT%H:%M:%SZ)
+layout=$work/oci
+umoci init --layout "$layout"
+umoci new --image "$layout:noctaya"
+umoci insert --image "$layout:noctaya" --history.created "$created" \
+  --history.created_by "images/build-rootfs.sh; images/install-wheels.sh" "$work/rootfs" /
+umoci config --image "$layout:noctaya" --no-history --created "$created" \
+  --config.user 65532:65532 --config.workingdir /home/nonroot \
+  --config.env PATH=/opt/noctaya/bin:/usr/bin:/bin --config.env PYTHONDONTWRITEBYTECODE=1 \
+  --config.entrypoint noctaya-gateway \
+  --config.label "org.opencontainers.image.title=noctaya" \
+  --config.label "org.opencontainers.image.version=$version" \
+  --config.label "org.opencontainers.image.source=$SOURCE" \
+  --config.label "org.opencontainers.image.licenses=$LICENSES"
+umoci config --image "$layout:noctaya" --tag engine-stub --no-history --created "$created" \
+  --config.entrypoint noctaya-engine-stub \
+  --config.label "org.opencontainers.image.title=noctaya-engine-stub"
+umoci insert --image "$layout:engine-stub" --history.created "$created" \
+  --history.created_by "busybox as /bin/sh and /bin/sleep (images/build-rootfs.sh)" "$work/shell" /
+
+for image in noctaya engine-stub; do
+  name=${image/#engine-stub/noctaya-engine-stub}
+  single=$work/$name
+  cp -a "$layout" "$single"
+  for other in noctaya engine-stub; do
+    [[ $other == "$image" ]] || umoci rm --image "$single:$other"
+  done
+  umoci gc --layout "$single"
+  # ref.name is the tag (skopeo's oci-archive:FILE:TAG); containerd reads the full name.
+  python3 - "$single/index.json" "$version" "$registry/$name:$version" <<'PY'
+import json, sys
+path, tag, name = sys.argv[1:]
+index = json.load(open(path))
+(manifest,) = index["manifests"]
+manifest["annotations"] = {"org.opencontainers.image.ref.name": tag, "io.containerd.image.name": name}
+json.dump(index, open(path, "w"))
+PY
+  tar --sort=name --owner=0 --group=0 --numeric-owner --mtime="@0" -C "$single" \
+    -cf "$out/$name-$version.oci.tar.tmp" oci-layout index.json blobs
+  mv "$out/$name-$version.oci.tar.tmp" "$out/$name-$version.oci.tar"
+done
+rm -rf "$work"
