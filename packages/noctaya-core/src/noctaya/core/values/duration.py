@@ -12,6 +12,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from noctaya.core.values.go_text import go_quote
+from noctaya.core.values.text_form import text_form_schema
 from pydantic import GetCoreSchemaHandler
 from pydantic_core import core_schema
 
@@ -88,11 +89,7 @@ class Duration:
                 return value
             return cls.parse(value)
 
-        return core_schema.no_info_plain_validator_function(
-            validate,
-            json_schema_input_schema=core_schema.str_schema(),
-            serialization=core_schema.plain_serializer_function_ser_schema(str),
-        )
+        return text_form_schema(validate)
 
 
 def _leading_component(rest: str, original: str) -> tuple[int, str]:

@@ -12,6 +12,7 @@ from decimal import MAX_EMAX, MAX_PREC, MIN_EMIN, ROUND_UP, Decimal, localcontex
 from enum import Enum
 from typing import Any
 
+from noctaya.core.values.text_form import text_form_schema
 from pydantic import GetCoreSchemaHandler
 from pydantic_core import core_schema
 
@@ -91,11 +92,7 @@ class Quantity:
                 value = str(value)
             return cls.parse(value)
 
-        return core_schema.no_info_plain_validator_function(
-            validate,
-            json_schema_input_schema=core_schema.str_schema(),
-            serialization=core_schema.plain_serializer_function_ser_schema(str),
-        )
+        return text_form_schema(validate)
 
 
 def canonical(value: Decimal, fmt: Format) -> str:
