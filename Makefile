@@ -4,7 +4,7 @@ UV_VERSION := 0.13.8
 export UV_PYTHON_DOWNLOADS := never
 UV := $(shell command -v uv 2>/dev/null || echo .tools/bin/uv)
 
-.PHONY: test sync control-plane helm test-packages lint crds docs proto demo cluster-deps cluster
+.PHONY: test sync control-plane helm test-packages lint crds docs proto demo cluster-deps cluster images
 
 $(UV):
 	python3 -m venv .tools && .tools/bin/pip install -q uv==$(UV_VERSION)
@@ -28,6 +28,10 @@ cluster-deps:
 
 cluster: control-plane cluster-deps
 	bash hack/build-cluster.sh
+
+# The main and engine-stub images as OCI archives in build/images (root; apt-get install mmdebstrap umoci).
+images: $(UV)
+	UV=$(UV) bash images/build.sh
 
 lint: sync
 	.venv/bin/ruff check .
