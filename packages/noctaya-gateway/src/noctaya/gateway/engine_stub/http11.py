@@ -104,6 +104,7 @@ class HttpConnection(asyncio.Protocol):
         self._headers: list[tuple[bytes, bytes]] = []
         self._body: list[bytes] = []
         self._received = 0
+        self._pipelined = False  # bytes past the request being answered, or the end of input
         self.closed = False
 
     def connection_made(self, transport: asyncio.BaseTransport) -> None:
@@ -151,7 +152,7 @@ class HttpConnection(asyncio.Protocol):
                     return
                 self._body.append(event.data)
             elif isinstance(event, h11.EndOfMessage):
-                if self._dispatch():
+                if self._dispatch() or not self._pipelined:
                     return
             else:  # ConnectionClosed
                 self.close()
@@ -174,6 +175,7 @@ class HttpConnection(asyncio.Protocol):
         reader = self._reader
         keep_alive = reader.their_state is h11.DONE  # else MUST_CLOSE: `close` or HTTP/1.0
         leftover, eof = reader.trailing_data
+        self._pipelined = bool(leftover) or eof
         self._reader = _reader()
         if leftover:
             self._reader.receive_data(leftover)
