@@ -77,7 +77,7 @@ def test_manager_runs_the_operator_with_the_packaging_args(default_render: list[
         "--leader-elect=true",
         "--health-probe-bind-address=:8081",
         "--metrics-bind-address=0",
-        "--gateway-image=ghcr.io/noctaya/noctaya-gateway:0.1.0",
+        "--gateway-image=ghcr.io/noctaya/noctaya:0.1.0",
         "--gateway-replicas=1",
     ]
 

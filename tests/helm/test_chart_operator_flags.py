@@ -15,7 +15,7 @@ from .chart import Helm, Manifest, manager_container
 pytestmark = pytest.mark.helm
 
 OPERATOR = Path(sys.executable).parent / "noctaya-operator"
-GATEWAY = "noctaya-gateway"
+GATEWAY = "noctaya"
 CASES = [
     pytest.param(None, True, 1, f"ghcr.io/noctaya/{GATEWAY}:0.1.0", id="defaults"),
     pytest.param(

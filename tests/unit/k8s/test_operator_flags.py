@@ -44,7 +44,7 @@ def test_defaults_are_the_documented_defaults() -> None:
         log_format=None,
         log_level=None,
     )
-    assert DEFAULT_GATEWAY_IMAGE == "ghcr.io/noctaya/noctaya-gateway:latest"
+    assert DEFAULT_GATEWAY_IMAGE == "ghcr.io/noctaya/noctaya:0.1.0"
     assert not flags.metrics_enabled
     validate(flags)
 

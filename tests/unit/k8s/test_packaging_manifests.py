@@ -77,7 +77,7 @@ def test_manager_args_are_the_packaging_defaults_and_pass_the_operator_parser() 
         "--leader-elect=true",
         "--health-probe-bind-address=:8081",
         "--metrics-bind-address=0",
-        "--gateway-image=ghcr.io/noctaya/noctaya-gateway:latest",
+        "--gateway-image=ghcr.io/noctaya/noctaya:0.1.0",
         "--gateway-replicas=1",
     ]
     flags = parse_flags(container["args"])

@@ -11,11 +11,14 @@ from __future__ import annotations
 import argparse
 from collections.abc import Sequence
 from dataclasses import dataclass
+from importlib.metadata import version
 
 from noctaya.core.plan.gateway import validate_gateway_replicas
 from noctaya.k8s.runtime.health import parse_probe_address
 
-DEFAULT_GATEWAY_IMAGE = "ghcr.io/noctaya/noctaya-gateway:latest"
+# The gateway runs from the main image, the release this operator belongs to (images/build.sh
+# tags it with the same package version).
+DEFAULT_GATEWAY_IMAGE = f"ghcr.io/noctaya/noctaya:{version('noctaya-k8s')}"
 _TRUE = frozenset({"1", "t", "T", "TRUE", "true", "True"})
 _FALSE = frozenset({"0", "f", "F", "FALSE", "false", "False"})
 _INT64 = 2**63
