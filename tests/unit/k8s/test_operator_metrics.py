@@ -49,5 +49,7 @@ def test_the_metrics_endpoint_serves_the_registry_over_plain_http() -> None:
             urllib.request.urlopen(f"{url}/healthz", timeout=5)
         assert missing.value.code == 404
         assert missing.value.read() == b"Not Found\n"
+        assert missing.value.headers["Content-Type"] == "text/plain; charset=utf-8"
+        assert missing.value.headers["X-Content-Type-Options"] == "nosniff"
     finally:
         server.stop()

@@ -45,6 +45,7 @@ def test_probe_server_answers_ok_on_healthz_and_readyz_and_404_elsewhere() -> No
         for path in ("/healthz", "/readyz", "/readyz?verbose"):
             with urllib.request.urlopen(base + path, timeout=5) as response:
                 assert (response.status, response.read()) == (200, b"ok")
+                assert response.headers["Content-Type"] == "text/plain; charset=utf-8"
         with pytest.raises(urllib.error.HTTPError) as missing:
             urllib.request.urlopen(base + "/livez", timeout=5)
         assert missing.value.code == 404

@@ -22,7 +22,13 @@ from http.server import BaseHTTPRequestHandler, HTTPServer
 from typing import Any, cast
 
 from noctaya.k8s.operator.access_review import AccessReview
-from noctaya.k8s.runtime.health import BackgroundServer, bind_server, parse_probe_address
+from noctaya.k8s.runtime.health import (
+    PLAIN_TEXT,
+    BackgroundServer,
+    bind_server,
+    parse_probe_address,
+    send_whole,
+)
 from prometheus_client import CONTENT_TYPE_LATEST, CollectorRegistry, generate_latest
 
 log = logging.getLogger(__name__)
@@ -127,22 +133,12 @@ class _Handler(BaseHTTPRequestHandler):
             if verdict != HTTPStatus.OK:
                 self._error(verdict)
                 return
-        body = generate_latest(server.registry)
-        self.send_response(HTTPStatus.OK)
-        self.send_header("Content-Type", CONTENT_TYPE_LATEST)
-        self.send_header("Content-Length", str(len(body)))
-        self.end_headers()
-        self.wfile.write(body)
+        send_whole(self, HTTPStatus.OK, CONTENT_TYPE_LATEST, generate_latest(server.registry))
 
     def _error(self, status: HTTPStatus) -> None:
         """As Go's `http.Error`: the status text and a newline, plain text, nosniff."""
         body = f"{status.phrase}\n".encode()
-        self.send_response(status)
-        self.send_header("Content-Type", "text/plain; charset=utf-8")
-        self.send_header("X-Content-Type-Options", "nosniff")
-        self.send_header("Content-Length", str(len(body)))
-        self.end_headers()
-        self.wfile.write(body)
+        send_whole(self, status, PLAIN_TEXT, body, ("X-Content-Type-Options", "nosniff"))
 
     def log_message(self, format: str, *args: object) -> None:
         """Scrapes every few seconds would flood the operator log."""

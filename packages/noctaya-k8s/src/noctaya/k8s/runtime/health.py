@@ -50,15 +50,31 @@ def parse_probe_address(text: str, what: str = "health probe") -> tuple[str, int
         raise ValueError(f'invalid {what} address "{text}": {reason}') from None
 
 
+PLAIN_TEXT = "text/plain; charset=utf-8"
+
+
+def send_whole(
+    handler: BaseHTTPRequestHandler,
+    status: int,
+    content_type: str,
+    body: bytes,
+    *headers: tuple[str, str],
+) -> None:
+    """One complete response with its length, so keep-alive clients know where it ends."""
+    handler.send_response(status)
+    handler.send_header("Content-Type", content_type)
+    for name, value in headers:
+        handler.send_header(name, value)
+    handler.send_header("Content-Length", str(len(body)))
+    handler.end_headers()
+    handler.wfile.write(body)
+
+
 class _Handler(BaseHTTPRequestHandler):
     def do_GET(self) -> None:
         path = self.path.split("?", 1)[0]
         status, body = (200, b"ok") if path in PATHS else (404, b"not found")
-        self.send_response(status)
-        self.send_header("Content-Type", "text/plain; charset=utf-8")
-        self.send_header("Content-Length", str(len(body)))
-        self.end_headers()
-        self.wfile.write(body)
+        send_whole(self, status, PLAIN_TEXT, body)
 
     def log_message(self, format: str, *args: object) -> None:
         """Probes every few seconds would flood the operator log."""
