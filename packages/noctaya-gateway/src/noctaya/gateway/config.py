@@ -17,15 +17,13 @@ from noctaya.core.values import Duration, Quantity
 from noctaya.core.values.go_text import go_positive_int
 from noctaya.core.values.listen_address import parse_listen_address
 from noctaya.gateway.scaler.describe import describe_error
+from noctaya.gateway.upstream.pool import HEAD_TIMEOUT, READ_TIMEOUT
 
 DEFAULT_MAX_QUEUE = 100
 DEFAULT_ACTIVATION_TIMEOUT = Duration.parse("5m")
 DEFAULT_HEARTBEAT_INTERVAL = Duration.parse("10s")
-DEFAULT_BACKEND_READ_TIMEOUT = Duration.parse("10m")
-"""The longest the backend may stay silent mid-exchange: a non-streamed completion sends its
-first byte only once generated."""
-DEFAULT_BACKEND_HEAD_TIMEOUT = Duration.parse("30s")
-"""How long a begun response head may take to be complete."""
+DEFAULT_BACKEND_READ_TIMEOUT = Duration(round(READ_TIMEOUT * 1e9))
+DEFAULT_BACKEND_HEAD_TIMEOUT = Duration(round(HEAD_TIMEOUT * 1e9))
 MIB = 1024 * 1024
 DEFAULT_MAX_REQUEST_BODY = 8 * MIB
 """Equal to the stream-detection peek, so a request that waits for a cold backend is held whole

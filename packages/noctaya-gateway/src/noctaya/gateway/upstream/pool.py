@@ -28,7 +28,10 @@ Headers = list[tuple[bytes, bytes]]
 MAX_IDLE = 256
 MAX_IDLE_SECONDS = 4.0
 READ_TIMEOUT = 600.0
+"""The longest the backend may stay silent mid-exchange: a non-streamed completion sends its
+first byte only once generated."""
 HEAD_TIMEOUT = 30.0
+"""How long a begun response head may take to be complete."""
 _BODYLESS = frozenset({"GET", "HEAD", "DELETE", "OPTIONS", "TRACE"})
 _IDEMPOTENT = frozenset({"GET", "HEAD", "OPTIONS", "TRACE"})
 _IDEMPOTENCY_KEYS = frozenset({b"idempotency-key", b"x-idempotency-key"})
