@@ -77,6 +77,32 @@ def test_oci_summary_counts_the_bytes_the_fetcher_wrote(
     assert f"noctaya-fetch: {uri}: fetched 1.0 MiB in " in result.stderr
 
 
+def test_ready_marker_is_written_after_the_model_and_only_on_success(
+    hub: Hub, tmp_path: Path
+) -> None:
+    """A shared cache's pods wait for a cache-wide marker; the image has no shell to write it."""
+    marker = tmp_path / "cache" / ".noctaya-ready"
+    failed = run(
+        "hf://acme/missing",
+        "--cache",
+        str(tmp_path / "cache"),
+        "--ready-marker",
+        str(marker),
+        env=hub_env(hub),
+    )
+    assert failed.returncode == 2
+    assert not marker.exists()
+
+    result = run(
+        HF_URI, "--cache", str(tmp_path / "cache"), "--ready-marker", str(marker), env=hub_env(hub)
+    )
+
+    assert result.returncode == 0, result.stderr
+    assert marker.is_file()
+    model_marker = tmp_path / "cache/hf/hub/models--acme--tiny-model/.noctaya-ready"
+    assert model_marker.stat().st_mtime_ns <= marker.stat().st_mtime_ns
+
+
 def test_a_terminal_gets_a_live_bar(hub: Hub, tmp_path: Path) -> None:
     hub.fail(Fault("model.safetensors", "slow", slow_chunks=6, slow_delay=0.2))
     controller, terminal = pty.openpty()

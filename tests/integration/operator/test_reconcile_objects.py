@@ -315,16 +315,18 @@ def test_single_gateway_service_renders_its_whole_stack_owned_by_the_service(
     job_pod = job["spec"]["template"]["spec"]
     assert job_pod["restartPolicy"] == "OnFailure"
     assert job_pod["automountServiceAccountToken"] is False
+    assert job_pod["securityContext"] == {"fsGroup": 65532, "fsGroupChangePolicy": "OnRootMismatch"}
     assert job_pod["volumes"] == [
         {"name": "model-cache", "persistentVolumeClaim": {"claimName": "qwen-cache"}}
     ]
     [prewarm] = job_pod["containers"]
     assert prewarm["name"] == "prewarm"
-    assert prewarm["image"] == RUNTIME_IMAGE
+    assert prewarm["image"] == GATEWAY_IMAGE, "noctaya-fetch runs from the Noctaya image"
     assert prewarm["command"] == [
-        "python3",
-        "-c",
-        'from modelscope import snapshot_download; snapshot_download("Qwen/Qwen3-8B-Instruct")',
+        "noctaya-fetch",
+        "modelscope://Qwen/Qwen3-8B-Instruct",
+        "--cache",
+        "/cache",
     ]
     assert prewarm["env"] == [
         env("HF_HOME", "/cache/hf"),

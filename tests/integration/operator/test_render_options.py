@@ -18,6 +18,7 @@ from support.custom_resources import CustomResources, Manifest
 from support.manifests import inference_runtime, llmservice
 
 from .cluster import read
+from .conftest import GATEWAY_IMAGE
 
 pytestmark = pytest.mark.integration
 
@@ -123,10 +124,14 @@ def test_shared_pvc_prewarm_serves_read_only_after_the_ready_marker(rendered: Re
         {"name": "model-cache", "persistentVolumeClaim": {"claimName": "shared-cache"}}
     ]
     [prewarm] = job["containers"]
-    assert prewarm["command"][2] == (
-        'from huggingface_hub import snapshot_download; snapshot_download("Qwen/Qwen3-8B"); '
-        'from pathlib import Path; Path("/cache/.noctaya-ready").touch()'
-    )
+    assert prewarm["command"] == [
+        "noctaya-fetch",
+        "hf://Qwen/Qwen3-8B",
+        "--cache",
+        "/cache",
+        "--ready-marker",
+        "/cache/.noctaya-ready",
+    ]
 
 
 def test_shared_pvc_without_prewarm_is_written_by_the_server_itself(rendered: Rendered) -> None:
@@ -180,7 +185,6 @@ def test_oci_model_is_staged_by_the_job_and_served_read_only_from_a_host_path_ca
     job = rendered.job_pod("oci")
     assert job["volumes"] == [
         host_cache,
-        {"name": "oci-staging", "emptyDir": {}},
         {
             "name": "oci-registry-auth",
             "secret": {
@@ -190,35 +194,24 @@ def test_oci_model_is_staged_by_the_job_and_served_read_only_from_a_host_path_ca
             },
         },
     ]
-    [pull] = job["initContainers"]
-    assert strip_defaults(pull) == {
-        "name": "pull-oci-model",
-        "image": "ghcr.io/oras-project/oras:v1.3.0",
-        "args": [
-            "pull",
-            f"registry.example.com/models/qwen3@sha256:{DIGEST}",
-            "--output",
-            "/staging/model",
-            "--no-tty",
-            "--registry-config",
-            "/var/run/noctaya/registry-auth/config.json",
-        ],
-        "volumeMounts": [
-            {"name": "oci-staging", "mountPath": "/staging/model"},
-            {
-                "name": "oci-registry-auth",
-                "mountPath": "/var/run/noctaya/registry-auth",
-                "readOnly": True,
-            },
-        ],
-    }
+    assert "initContainers" not in job, "noctaya-fetch verifies and promotes in one container"
     [prewarm] = job["containers"]
-    assert prewarm["command"][:2] == ["python3", "-c"]
-    assert "os.replace" in prewarm["command"][2]
-    assert "symbolic links" in prewarm["command"][2]
+    assert prewarm["image"] == GATEWAY_IMAGE
+    assert prewarm["command"] == [
+        "noctaya-fetch",
+        f"oci://registry.example.com/models/qwen3@sha256:{DIGEST}",
+        "--cache",
+        "/cache",
+        "--registry-config",
+        "/var/run/noctaya/registry-auth/config.json",
+    ]
     assert prewarm["volumeMounts"] == [
         {"name": "model-cache", "mountPath": "/cache"},
-        {"name": "oci-staging", "mountPath": "/staging/model", "readOnly": True},
+        {
+            "name": "oci-registry-auth",
+            "mountPath": "/var/run/noctaya/registry-auth",
+            "readOnly": True,
+        },
     ]
 
 
@@ -237,8 +230,13 @@ def test_oci_model_on_a_pvc_cache_mounts_the_claim_read_only(rendered: Rendered)
         "name": "model-cache",
         "persistentVolumeClaim": {"claimName": "ocipvc-cache"},
     }
-    assert [c["name"] for c in job["initContainers"]] == ["pull-oci-model"]
-    assert len(job["volumes"]) == 2, "no registry credentials without a secretRef"
+    assert len(job["volumes"]) == 1, "no registry credentials without a secretRef"
+    assert job["containers"][0]["command"] == [
+        "noctaya-fetch",
+        f"oci://registry.example.com/models/qwen3@sha256:{DIGEST}",
+        "--cache",
+        "/cache",
+    ]
 
 
 def test_oci_model_without_a_persistent_cache_fails_with_prewarm(rendered: Rendered) -> None:

@@ -1,6 +1,5 @@
 """Cache planning: strategy → cache volume, read-only rules, readiness marker, prewarm Job."""
 
-import ast
 import subprocess
 import sys
 from pathlib import Path
@@ -10,9 +9,8 @@ from noctaya.core.cache_planning import (
     CACHE_ENV,
     CachePlan,
     HostPathCache,
+    PrewarmPlan,
     PvcCache,
-    hub_download_program,
-    oci_promotion_program,
     plan_cache,
     plan_prewarm,
     wait_for_marker_program,
@@ -151,98 +149,90 @@ def test_unsupported_strategy_is_a_render_error_even_for_oci() -> None:
 
 # --- prewarm / staging Job decision ------------------------------------------------------
 
+IMAGE = "ghcr.io/noctaya/noctaya:1.2.3"
+
+
+def prewarm(plan: CachePlan, model: ResolvedModel) -> PrewarmPlan | None:
+    return plan_prewarm(plan, model, IMAGE)
+
 
 def test_hub_model_without_prewarm_needs_no_job() -> None:
-    assert plan_prewarm(cache("NodeLocalPVC"), HF) is None
+    assert prewarm(cache("NodeLocalPVC"), HF) is None
 
 
 def test_pvc_model_never_needs_a_job() -> None:
-    assert plan_prewarm(cache("SharedPVC", model=PVC, prewarm=True), PVC) is None
+    assert prewarm(cache("SharedPVC", model=PVC, prewarm=True), PVC) is None
 
 
 def test_hub_prewarm_without_a_cache_volume_is_skipped() -> None:
-    assert plan_prewarm(cache("None", prewarm=True), HF) is None
+    assert prewarm(cache("None", prewarm=True), HF) is None
 
 
 def test_oci_without_a_persistent_cache_is_a_prewarm_error() -> None:
     with pytest.raises(NoctayaError) as caught:
-        plan_prewarm(cache("None", model=OCI), OCI)
+        prewarm(cache("None", model=OCI), OCI)
     assert caught.value.reason == "Prewarm"
     assert caught.value.message == "oci:// model sources require a persistent cache strategy"
 
 
-def test_hugging_face_prewarm_downloads_into_the_writable_cache() -> None:
+def test_hugging_face_prewarm_fetches_into_the_writable_cache_from_the_noctaya_image() -> None:
     plan = cache("NodeLocalPVC", prewarm=True)
-    job = plan_prewarm(plan, HF)
+    job = prewarm(plan, HF)
     assert job is not None
+    assert job.image == IMAGE
     assert job.volume == plan.volume
     assert job.env == PREWARM_ENV
-    assert job.staging is None
-    assert job.command == (
-        "python3",
-        "-c",
-        'from huggingface_hub import snapshot_download; snapshot_download("Qwen/Qwen3-8B")',
-    )
+    assert job.registry_secret_name is None
+    assert job.command == ("noctaya-fetch", "hf://Qwen/Qwen3-8B", "--cache", "/cache")
 
 
-def test_modelscope_prewarm_uses_modelscope_and_its_env() -> None:
-    job = plan_prewarm(cache("HostPath", model=MODELSCOPE, prewarm=True), MODELSCOPE)
+def test_modelscope_prewarm_fetches_the_modelscope_uri_with_its_env() -> None:
+    job = prewarm(cache("HostPath", model=MODELSCOPE, prewarm=True), MODELSCOPE)
     assert job is not None
     assert job.volume == HostPathCache("/var/lib/noctaya/cache/team-a-qwen")
     assert job.env == (*PREWARM_ENV, LiteralEnv("VLLM_USE_MODELSCOPE", "true"))
-    assert job.command[2] == (
-        'from modelscope import snapshot_download; snapshot_download("Qwen/Qwen3-8B")'
-    )
+    assert job.command == ("noctaya-fetch", "modelscope://Qwen/Qwen3-8B", "--cache", "/cache")
 
 
-def test_shared_pvc_prewarm_marks_the_cache_ready_when_done() -> None:
-    job = plan_prewarm(cache("SharedPVC", prewarm=True), HF)
+def test_a_huggingface_scheme_is_fetched_as_hf() -> None:
+    model = resolve_model("huggingface://Qwen/Qwen3-8B")
+    job = prewarm(cache(model=model, prewarm=True), model)
     assert job is not None
-    assert job.command[2] == (
-        'from huggingface_hub import snapshot_download; snapshot_download("Qwen/Qwen3-8B")'
-        '; from pathlib import Path; Path("/cache/.noctaya-ready").touch()'
+    assert job.command[1] == "hf://Qwen/Qwen3-8B"
+
+
+def test_shared_pvc_prewarm_has_the_fetcher_write_the_cache_wide_marker_last() -> None:
+    job = prewarm(cache("SharedPVC", prewarm=True), HF)
+    assert job is not None
+    assert job.command == (
+        "noctaya-fetch",
+        "hf://Qwen/Qwen3-8B",
+        "--cache",
+        "/cache",
+        "--ready-marker",
+        "/cache/.noctaya-ready",
     )
-
-
-def test_hub_program_quotes_the_repo_id_as_a_safe_literal() -> None:
-    odd = ResolvedModel(kind=HF.kind, path='org/x"); import os; ("')
-    program = hub_download_program(odd, touch_shared_marker=False)
-    call = ast.parse(program).body[1]
-    assert isinstance(call, ast.Expr)
-    assert isinstance(call.value, ast.Call)
-    assert ast.literal_eval(call.value.args[0]) == odd.path
 
 
 @pytest.mark.parametrize("strategy", ["NodeLocalPVC", "HostPath", "SharedPVC"])
 def test_oci_always_gets_a_staging_job_even_without_prewarm(strategy: str) -> None:
+    """The fetcher writes the artifact's own marker, so no other marker is asked for."""
     plan = cache(strategy, model=OCI)
-    job = plan_prewarm(plan, OCI)
+    job = prewarm(plan, OCI)
     assert job is not None
     assert job.volume == plan.volume
     assert job.env == PREWARM_ENV
-    assert job.staging is not None
-    assert job.staging.reference == f"ghcr.io/org/qwen@sha256:{DIGEST}"
-    assert job.staging.pull_args == (
-        "pull",
-        f"ghcr.io/org/qwen@sha256:{DIGEST}",
-        "--output",
-        "/staging/model",
-        "--no-tty",
-    )
-    assert job.command == ("python3", "-c", oci_promotion_program(OCI_PATH))
+    assert job.registry_secret_name is None
+    assert job.command == ("noctaya-fetch", OCI_URI, "--cache", "/cache")
 
 
 def test_oci_registry_credentials_come_from_a_mounted_file() -> None:
     model = resolve_model(OCI_URI, secret_ref_name="registry-creds")
-    job = plan_prewarm(cache(model=model), model)
+    job = prewarm(cache(model=model), model)
     assert job is not None
-    assert job.staging is not None
-    assert job.staging.secret_name == "registry-creds"
-    assert job.staging.pull_args[-2:] == (
-        "--registry-config",
-        "/var/run/noctaya/registry-auth/config.json",
-    )
-    assert "registry-creds" not in job.staging.pull_args
+    assert job.registry_secret_name == "registry-creds"
+    assert job.command[-2:] == ("--registry-config", "/var/run/noctaya/registry-auth/config.json")
+    assert "registry-creds" not in job.command
 
 
 # --- the wait-for-prewarm init container ---------------------------------------------------
@@ -268,92 +258,3 @@ def test_wait_program_blocks_until_the_marker_is_a_file(tmp_path: Path) -> None:
     finally:
         waiter.kill()
         waiter.wait()
-
-
-# --- the OCI promotion program, run for real ------------------------------------------------
-
-
-def promote(staging: Path, destination: Path) -> subprocess.CompletedProcess[str]:
-    program = oci_promotion_program(str(destination), staging=str(staging))
-    return subprocess.run(
-        [sys.executable, "-c", program], capture_output=True, text=True, timeout=TIMEOUT
-    )
-
-
-@pytest.fixture
-def staging(tmp_path: Path) -> Path:
-    root = tmp_path / "staging"
-    (root / "tokenizer").mkdir(parents=True)
-    (root / "config.json").write_text('{"model_type": "qwen3"}')
-    (root / "tokenizer" / "vocab.json").write_text("{}")
-    return root
-
-
-@pytest.fixture
-def destination(tmp_path: Path) -> Path:
-    return tmp_path / "cache" / "oci" / f"sha256-{DIGEST}"
-
-
-def test_promotion_program_uses_atomic_rename_and_rejects_links() -> None:
-    program = oci_promotion_program(OCI_PATH)
-    assert "os.replace" in program
-    assert "symbolic links" in program
-    assert '"/staging/model"' in program
-    assert f'"{OCI_PATH}"' in program
-
-
-def test_promotion_copies_the_artifact_and_writes_the_marker(
-    staging: Path, destination: Path
-) -> None:
-    result = promote(staging, destination)
-    assert result.returncode == 0, result.stderr
-    assert (destination / "config.json").read_text() == '{"model_type": "qwen3"}'
-    assert (destination / "tokenizer" / "vocab.json").read_text() == "{}"
-    assert (destination / ".noctaya-ready").is_file()
-    assert not Path(f"{destination}.partial").exists()
-    assert (staging / "config.json").exists()  # staging is read, never moved
-
-
-def test_promotion_replaces_a_stale_partial_and_an_unmarked_destination(
-    staging: Path, destination: Path
-) -> None:
-    partial = Path(f"{destination}.partial")
-    partial.mkdir(parents=True)
-    (partial / "junk").write_text("half-written")
-    destination.mkdir()
-    (destination / "old-weights").write_text("from an interrupted run")
-    result = promote(staging, destination)
-    assert result.returncode == 0, result.stderr
-    assert sorted(p.name for p in destination.iterdir()) == [
-        ".noctaya-ready",
-        "config.json",
-        "tokenizer",
-    ]
-    assert not partial.exists()
-
-
-@pytest.mark.parametrize("link", ["file", "directory"])
-def test_promotion_refuses_symbolic_links_and_writes_no_marker(
-    staging: Path, destination: Path, tmp_path: Path, link: str
-) -> None:
-    outside = tmp_path / "secret"
-    outside.mkdir()
-    (outside / "token").touch()
-    target = outside if link == "directory" else outside / "token"
-    (staging / "tokenizer" / "escape").symlink_to(target)
-    result = promote(staging, destination)
-    assert result.returncode != 0
-    assert "OCI model artifacts must not contain symbolic links" in result.stderr
-    assert not destination.exists()
-    assert not Path(f"{destination}.partial").exists()
-
-
-def test_promotion_is_a_no_op_once_the_marker_exists(staging: Path, destination: Path) -> None:
-    destination.mkdir(parents=True)
-    (destination / "config.json").write_text("already promoted")
-    (destination / ".noctaya-ready").touch()
-    (staging / "config.json").write_text("a different pull")
-    result = promote(staging, destination)
-    assert result.returncode == 0, result.stderr
-    assert (destination / "config.json").read_text() == "already promoted"
-    assert not (destination / "tokenizer").exists()

@@ -39,6 +39,7 @@ def test_defaults_are_the_documented_defaults() -> None:
         enable_http2=False,
         gateway_image=DEFAULT_GATEWAY_IMAGE,
         gateway_replicas=1,
+        fetch_image=DEFAULT_GATEWAY_IMAGE,
         kubeconfig=None,
         zap_devel=True,
         log_format=None,
@@ -132,6 +133,19 @@ def test_gateway_replicas_that_are_not_a_go_int_are_usage_errors(
 
 def test_an_empty_gateway_image_is_refused() -> None:
     assert _refused(["--gateway-image= "]) == "gateway image must not be empty"
+
+
+def test_the_fetch_image_follows_the_gateway_image_unless_named() -> None:
+    """The main image carries noctaya-fetch, so by default the Jobs run the gateway's image."""
+    assert parse_flags(["--gateway-image=registry.example/n:1"]).fetch_image == (
+        "registry.example/n:1"
+    )
+    flags = parse_flags(["--gateway-image=registry.example/n:1", "--fetch-image=mirror/f:1"])
+    assert (flags.gateway_image, flags.fetch_image) == ("registry.example/n:1", "mirror/f:1")
+
+
+def test_a_blank_fetch_image_is_refused() -> None:
+    assert _refused(["--fetch-image= "]) == "fetch image must not be empty"
 
 
 @pytest.mark.parametrize(

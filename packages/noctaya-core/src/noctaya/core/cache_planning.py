@@ -33,9 +33,11 @@ CACHE_ENV = (
 PREWARM_ENV = (*CACHE_ENV, LiteralEnv("TORCH_DEVICE_BACKEND_AUTOLOAD", "0"))
 """A prewarm Job has no accelerator; stop torch from probing for device backends."""
 
-ORAS_IMAGE = "ghcr.io/oras-project/oras:v1.3.0"
-OCI_STAGING_VOLUME_NAME = "oci-staging"
-OCI_STAGING_PATH = "/staging/model"
+FETCH_COMMAND = "noctaya-fetch"
+"""The fetcher the prewarm / staging Job runs from the Noctaya image (which has no shell)."""
+FETCH_USER = 65532
+"""The Noctaya image's unprivileged user; the Job's fsGroup, so it can write a fresh PVC."""
+
 REGISTRY_AUTH_VOLUME_NAME = "oci-registry-auth"
 REGISTRY_AUTH_DIR = "/var/run/noctaya/registry-auth"
 REGISTRY_AUTH_SECRET_KEY = ".dockerconfigjson"
@@ -79,29 +81,16 @@ class CachePlan:
 
 
 @dataclass(frozen=True, slots=True)
-class OciStaging:
-    """The `pull-oci-model` init container: ORAS pulls the artifact into an emptyDir."""
-
-    reference: str
-    secret_name: str | None
-
-    @property
-    def pull_args(self) -> tuple[str, ...]:
-        """Credentials travel in a mounted file, never in the arguments."""
-        args = ("pull", self.reference, "--output", OCI_STAGING_PATH, "--no-tty")
-        if self.secret_name is None:
-            return args
-        return (*args, "--registry-config", f"{REGISTRY_AUTH_DIR}/{REGISTRY_AUTH_FILE}")
-
-
-@dataclass(frozen=True, slots=True)
 class PrewarmPlan:
     """The `<svc>-prewarm` Job's `prewarm` container; it mounts `volume` read-write."""
 
+    image: str
+    """The Noctaya image, which carries `noctaya-fetch`."""
     volume: CacheVolume
     env: tuple[LiteralEnv, ...]
     command: tuple[str, ...]
-    staging: OciStaging | None
+    registry_secret_name: str | None
+    """The dockerconfigjson Secret mounted read-only for `--registry-config`, if any."""
 
 
 def plan_cache(
@@ -151,7 +140,7 @@ def _cache_volume(
     raise NoctayaError("Render", f"cache strategy {go_quote(strategy)} is not supported in v0")
 
 
-def plan_prewarm(cache: CachePlan, model: ResolvedModel) -> PrewarmPlan | None:
+def plan_prewarm(cache: CachePlan, model: ResolvedModel, image: str) -> PrewarmPlan | None:
     """The prewarm / staging Job, if one is needed; OCI without a cache is a `Prewarm` error.
 
     Mounted (`pvc://`) weights never need one; OCI artifacts always do; hub models only when
@@ -166,67 +155,40 @@ def plan_prewarm(cache: CachePlan, model: ResolvedModel) -> PrewarmPlan | None:
                 "Prewarm", "oci:// model sources require a persistent cache strategy"
             )
         return None
-    staging = None
-    if oci:
-        assert model.oci_reference is not None
-        staging = OciStaging(model.oci_reference, model.oci_secret_name)
-        program = oci_promotion_program(model.path)
-    else:
-        program = hub_download_program(model, touch_shared_marker=cache.strategy == SHARED_PVC)
     return PrewarmPlan(
+        image=image,
         volume=cache.volume,
         env=(*PREWARM_ENV, *model.env),
-        command=python_command(program),
-        staging=staging,
+        command=fetch_command(model, cache),
+        registry_secret_name=model.oci_secret_name if oci else None,
     )
+
+
+def fetch_uri(model: ResolvedModel) -> str:
+    """The URI `noctaya-fetch` reads: the scheme spelled canonically, OCI without its secret."""
+    if model.kind is SourceKind.OCI:
+        return f"oci://{model.oci_reference}"
+    return f"{model.kind.value}://{model.path}"
+
+
+def fetch_command(model: ResolvedModel, cache: CachePlan) -> tuple[str, ...]:
+    """`noctaya-fetch` into `/cache`; credentials travel in a mounted file, never in arguments.
+
+    The fetcher writes an OCI artifact's own marker itself; a hub model on a shared cache also
+    needs the cache-wide marker the serving pods wait for, written last.
+    """
+    command: tuple[str, ...] = (FETCH_COMMAND, fetch_uri(model), "--cache", CACHE_MOUNT_PATH)
+    if model.kind is SourceKind.OCI and model.oci_secret_name:
+        command += ("--registry-config", f"{REGISTRY_AUTH_DIR}/{REGISTRY_AUTH_FILE}")
+    if cache.readiness_marker and cache.readiness_marker != model.ready_path:
+        command += ("--ready-marker", cache.readiness_marker)
+    return command
 
 
 def python_command(program: str) -> tuple[str, ...]:
     return ("python3", "-c", program)
 
 
-def hub_download_program(model: ResolvedModel, *, touch_shared_marker: bool) -> str:
-    """Download a hub repo into the cache; on a shared cache, then mark it complete."""
-    hub = "modelscope" if model.kind is SourceKind.MODELSCOPE else "huggingface_hub"
-    program = f"from {hub} import snapshot_download; snapshot_download({go_quote(model.path)})"
-    if touch_shared_marker:
-        program += f"; from pathlib import Path; Path({go_quote(SHARED_READY_MARKER)}).touch()"
-    return program
-
-
 def wait_for_marker_program(marker: str) -> str:
     """The `wait-for-prewarm` init container: block until the marker is a regular file."""
     return f"import os,time\nwhile not os.path.isfile({go_quote(marker)}): time.sleep(2)"
-
-
-def oci_promotion_program(destination: str, *, staging: str = OCI_STAGING_PATH) -> str:
-    """Promote a pulled OCI artifact into the cache atomically, then write its marker.
-
-    Backends wait for the marker, so they see either nothing or the complete tree: the copy
-    goes to `<destination>.partial` and `os.replace` renames it into place. Symbolic links
-    could point outside the artifact, so any link fails the Job before anything is written.
-    """
-    return "\n".join(
-        [
-            "import os, shutil, sys",
-            f"src = {go_quote(staging)}",
-            f"dst = {go_quote(destination)}",
-            'marker = os.path.join(dst, ".noctaya-ready")',
-            "if os.path.isfile(marker):",
-            "    sys.exit(0)",
-            "for root, dirs, files in os.walk(src):",
-            "    for entry in dirs + files:",
-            "        if os.path.islink(os.path.join(root, entry)):",
-            '            sys.exit("OCI model artifacts must not contain symbolic links: "',
-            "                     + os.path.join(root, entry))",
-            "os.makedirs(os.path.dirname(dst), exist_ok=True)",
-            'partial = dst + ".partial"',
-            "if os.path.lexists(partial):",
-            "    shutil.rmtree(partial)",
-            "shutil.copytree(src, partial, symlinks=True)",
-            "if os.path.lexists(dst):",
-            "    shutil.rmtree(dst)",
-            "os.replace(partial, dst)",
-            'open(marker, "a").close()',
-        ]
-    )

@@ -37,6 +37,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         format_bytes,
         format_duration,
     )
+    from noctaya.fetch.promotion import write_marker
     from noctaya.fetch.retry import RetryPolicy
     from noctaya.fetch.sources import FetchOptions, fetcher_for
 
@@ -61,6 +62,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         fetcher = fetcher_for(uri, options)
         with reporter:
             path = fetcher.fetch(uri, arguments.cache)
+        if arguments.ready_marker is not None:
+            write_marker(arguments.ready_marker)
     except FetchError as error:
         print(f"noctaya-fetch: {error}", file=sys.stderr)
         return EXIT_TRANSIENT if error.transient else EXIT_PERMANENT
@@ -94,6 +97,12 @@ def _parser() -> argparse.ArgumentParser:
         "--registry-config",
         type=Path,
         help="dockerconfigjson with the OCI registry's credentials (a mounted Secret)",
+    )
+    parser.add_argument(
+        "--ready-marker",
+        type=Path,
+        help="a file to create once the model is complete, after its own marker (a shared "
+        "cache's /cache/.noctaya-ready)",
     )
     parser.add_argument(
         "--plain-http", action="store_true", help="talk to the OCI registry over plain HTTP"

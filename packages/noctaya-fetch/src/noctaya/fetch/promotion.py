@@ -56,10 +56,15 @@ def promote(tree: Path, destination: Path) -> None:
     os.replace(tree, destination)
     remove(stale)
     _sync_directory(destination.parent)
-    marker = marker_of(destination)
+    write_marker(marker_of(destination))
+
+
+def write_marker(marker: Path) -> None:
+    """Create an empty marker file durably: flushed, with its directory entry flushed too."""
+    marker.parent.mkdir(parents=True, exist_ok=True)
     with marker.open("wb") as handle:
         os.fsync(handle.fileno())
-    _sync_directory(destination)
+    _sync_directory(marker.parent)
 
 
 def _sync_tree(tree: Path) -> None:

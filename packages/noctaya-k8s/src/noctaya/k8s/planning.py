@@ -48,12 +48,19 @@ class ServicePlanner:
     """Plans services against the runtimes a `Reader` sees and the installed vendor plugins."""
 
     def __init__(
-        self, reader: Reader, vendors: VendorRegistry, *, gateway_image: str, gateway_replicas: int
+        self,
+        reader: Reader,
+        vendors: VendorRegistry,
+        *,
+        gateway_image: str,
+        gateway_replicas: int,
+        fetch_image: str | None = None,
     ) -> None:
         self._reader = reader
         self._vendors = vendors
         self._gateway_image = gateway_image
         self._gateway_replicas = gateway_replicas
+        self._fetch_image = fetch_image
 
     def plan(self, service: LLMService) -> ServingPlan:
         runtime = self.resolve_runtime(service)
@@ -67,6 +74,7 @@ class ServicePlanner:
             model,
             gateway_image=self._gateway_image,
             gateway_replicas=self._gateway_replicas,
+            fetch_image=self._fetch_image,
         )
 
     def resolve_runtime(self, service: LLMService) -> InferenceRuntime:

@@ -47,6 +47,8 @@ _MIN_DEMAND_TOKEN = 32
 class OperatorSettings:
     gateway_image: str
     gateway_replicas: int = 1
+    fetch_image: str | None = None
+    """The prewarm / staging Job's image; None: the gateway image (the main image holds both)."""
 
 
 def _now() -> str:
@@ -79,6 +81,7 @@ class LLMServiceReconciler:
             vendors,
             gateway_image=settings.gateway_image,
             gateway_replicas=settings.gateway_replicas,
+            fetch_image=settings.fetch_image,
         )
         self._now = now
 

@@ -63,7 +63,9 @@ def plan_serving(
     *,
     gateway_image: str,
     gateway_replicas: int,
+    fetch_image: str | None = None,
 ) -> ServingPlan:
+    """`fetch_image` runs the prewarm / staging Job; by default the gateway's (the main) image."""
     identity = ServiceIdentity(service.metadata.name or "", service.metadata.namespace or "")
     spec = service.spec
     autoscaling = plan_autoscaling(spec)
@@ -95,5 +97,5 @@ def plan_serving(
         backend=backend,
         gateway=gateway,
         cache=cache,
-        prewarm=plan_prewarm(cache, model),
+        prewarm=plan_prewarm(cache, model, fetch_image or gateway_image),
     )

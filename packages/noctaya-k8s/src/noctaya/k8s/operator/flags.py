@@ -70,6 +70,7 @@ class OperatorFlags:
     enable_http2: bool
     gateway_image: str
     gateway_replicas: int
+    fetch_image: str
     kubeconfig: str | None
     zap_devel: bool
     log_format: str | None  # "json" or "console"; None: the mode's default
@@ -135,6 +136,12 @@ def build_parser() -> argparse.ArgumentParser:
     )
     add("--gateway-image", default=DEFAULT_GATEWAY_IMAGE, help="image of the rendered gateways")
     add(
+        "--fetch-image",
+        default="",
+        help="image of the rendered prewarm and OCI staging Jobs, which run noctaya-fetch; "
+        "empty: the --gateway-image",
+    )
+    add(
         "--gateway-replicas",
         type=go_int,
         default=1,
@@ -175,7 +182,8 @@ def parse_flags(argv: Sequence[str] | None = None) -> OperatorFlags:
     """Parse the command line; argparse exits 2 on syntax errors, as Go's flag package does."""
     args = build_parser().parse_args(argv)
     log_format = "console" if args.log_format == "text" else args.log_format
-    return OperatorFlags(**{**vars(args), "log_format": log_format})
+    fetch_image = args.fetch_image or args.gateway_image
+    return OperatorFlags(**{**vars(args), "log_format": log_format, "fetch_image": fetch_image})
 
 
 def validate(flags: OperatorFlags) -> None:
@@ -188,3 +196,5 @@ def validate(flags: OperatorFlags) -> None:
         raise FlagError(str(error)) from error
     if not flags.gateway_image.strip():
         raise FlagError("gateway image must not be empty")
+    if not flags.fetch_image.strip():
+        raise FlagError("fetch image must not be empty")

@@ -56,7 +56,7 @@ def run(flags: OperatorFlags, api_client: k8s.ApiClient) -> int:
     )
     manager, reconciler = build_controller(
         api_client,
-        OperatorSettings(flags.gateway_image, flags.gateway_replicas),
+        OperatorSettings(flags.gateway_image, flags.gateway_replicas, flags.fetch_image),
         ManagerOptions(
             leader_election=leader_election,
             health_probe_address=flags.health_probe_bind_address,
@@ -71,6 +71,7 @@ def run(flags: OperatorFlags, api_client: k8s.ApiClient) -> int:
         extra={
             "version": version("noctaya-k8s"),
             "gatewayImage": flags.gateway_image,
+            "fetchImage": flags.fetch_image,
             "gatewayReplicas": flags.gateway_replicas,
             "leaderElection": leader_election.namespace if leader_election else False,
         },

@@ -7,9 +7,7 @@ from __future__ import annotations
 from noctaya.core.cache_planning import (
     CACHE_MOUNT_PATH,
     CACHE_VOLUME_NAME,
-    OCI_STAGING_PATH,
-    OCI_STAGING_VOLUME_NAME,
-    ORAS_IMAGE,
+    FETCH_USER,
     REGISTRY_AUTH_DIR,
     REGISTRY_AUTH_FILE,
     REGISTRY_AUTH_SECRET_KEY,
@@ -51,6 +49,11 @@ def render_cache_pvc(plan: ServingPlan) -> Obj | None:
 
 
 def render_prewarm_job(plan: ServingPlan) -> Obj | None:
+    """The Job that runs `noctaya-fetch` into the cache: no accelerator, no service account.
+
+    `restartPolicy: OnFailure` retries in place up to the backoff limit; a permanent failure
+    (exit 2) ends within seconds each time, so it costs little to try it again.
+    """
     prewarm = plan.prewarm
     if prewarm is None:
         return None
@@ -59,42 +62,34 @@ def render_prewarm_job(plan: ServingPlan) -> Obj | None:
     volumes = [render_volume(cache_volume(prewarm.volume, read_only=False))]
     container: Obj = {
         "name": "prewarm",
-        "image": backend.image,
+        "image": prewarm.image,
         "command": list(prewarm.command),
         "env": [{"name": e.name, "value": e.value} for e in prewarm.env],
         "volumeMounts": [mount(CACHE_VOLUME_NAME, CACHE_MOUNT_PATH)],
     }
+    if prewarm.registry_secret_name:
+        items = [{"key": REGISTRY_AUTH_SECRET_KEY, "path": REGISTRY_AUTH_FILE}]
+        volumes.append(
+            secret_volume(
+                REGISTRY_AUTH_VOLUME_NAME,
+                prewarm.registry_secret_name,
+                _REGISTRY_AUTH_MODE,
+                items,
+            )
+        )
+        container["volumeMounts"].append(
+            mount(REGISTRY_AUTH_VOLUME_NAME, REGISTRY_AUTH_DIR, read_only=True)
+        )
     pod: Obj = {
         "restartPolicy": "OnFailure",
         "automountServiceAccountToken": False,
+        # The image's user owns what it writes; fsGroup lets it write a fresh claim's root.
+        "securityContext": {"fsGroup": FETCH_USER, "fsGroupChangePolicy": "OnRootMismatch"},
         "containers": [container],
         "volumes": volumes,
     }
     set_image_pull_secrets(pod, backend.image_pull_secrets)
     apply_scheduling(pod, backend.scheduling)
-    staging = prewarm.staging
-    if staging is not None:
-        volumes.append({"name": OCI_STAGING_VOLUME_NAME, "emptyDir": {}})
-        pull_mounts = [mount(OCI_STAGING_VOLUME_NAME, OCI_STAGING_PATH)]
-        if staging.secret_name:
-            items = [{"key": REGISTRY_AUTH_SECRET_KEY, "path": REGISTRY_AUTH_FILE}]
-            volumes.append(
-                secret_volume(
-                    REGISTRY_AUTH_VOLUME_NAME, staging.secret_name, _REGISTRY_AUTH_MODE, items
-                )
-            )
-            pull_mounts.append(mount(REGISTRY_AUTH_VOLUME_NAME, REGISTRY_AUTH_DIR, read_only=True))
-        pod["initContainers"] = [
-            {
-                "name": "pull-oci-model",
-                "image": ORAS_IMAGE,
-                "args": list(staging.pull_args),
-                "volumeMounts": pull_mounts,
-            }
-        ]
-        container["volumeMounts"].append(
-            mount(OCI_STAGING_VOLUME_NAME, OCI_STAGING_PATH, read_only=True)
-        )
     obj = new_object("batch/v1", "Job", svc.prewarm_job, svc.namespace, labels)
     obj["spec"] = {
         "backoffLimit": PREWARM_BACKOFF_LIMIT,
