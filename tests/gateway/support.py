@@ -196,6 +196,27 @@ def start_command(name: str, env: Mapping[str, str], log: Path, *args: str) -> C
     return Command(process, log)
 
 
+async def start_gateway_command(
+    commands: Callable[..., Command], backend: str, **env: str
+) -> tuple[Command, int]:
+    """`noctaya-gateway` as its own process on a free loopback port: (command, HTTP port)."""
+    gateway = commands(
+        "noctaya-gateway",
+        {
+            "NOCTAYA_BACKEND_URL": backend,
+            "NOCTAYA_LISTEN_ADDR": "127.0.0.1:0",
+            "NOCTAYA_SCALER_LISTEN_ADDR": "127.0.0.1:0",
+            **env,
+        },
+    )
+    listening = await gateway.wait_for_line(r"gateway version \S+ listening on 127\.0\.0\.1:(\d+)")
+    return gateway, int(listening.group(1))
+
+
+def open_descriptors(pid: int) -> int:
+    return len(os.listdir(f"/proc/{pid}/fd"))
+
+
 @dataclass
 class Echo:
     """A backend that describes the request it got; special paths misbehave on purpose."""

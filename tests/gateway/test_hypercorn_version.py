@@ -1,4 +1,4 @@
-"""The HTTP/2 patches reach into hypercorn's private methods: on an untested hypercorn line they
+"""The protocol patches reach into hypercorn's private methods: on an untested hypercorn line they
 refuse to install, with a message saying what to install."""
 
 from __future__ import annotations
@@ -9,7 +9,7 @@ import hypercorn.protocol
 import hypercorn.protocol.h2
 import pytest
 from hypercorn.asyncio.tcp_server import TCPServer
-from noctaya.gateway import http2, hypercorn_version, tcp_close
+from noctaya.gateway import client_eof, http2, hypercorn_version, tcp_close
 from noctaya.gateway.hypercorn_version import UntestedHypercorn
 
 
@@ -18,11 +18,17 @@ def _patched() -> tuple[object, ...]:
         vars(hypercorn.protocol)["H2Protocol"],
         hypercorn.protocol.h2.StreamBuffer,
         TCPServer._close,
+        TCPServer._read_data,
+        TCPServer._idle_timeout,
     )
 
 
 @pytest.mark.parametrize("found", ["0.19.0", "0.17.3", "1.0", "0.18rc1", "dev"])
-@pytest.mark.parametrize("install", [http2.install, tcp_close.install], ids=["http2", "tcp_close"])
+@pytest.mark.parametrize(
+    "install",
+    [http2.install, tcp_close.install, client_eof.install],
+    ids=["http2", "tcp_close", "client_eof"],
+)
 def test_patches_refuse_an_untested_hypercorn_and_change_nothing(
     monkeypatch: pytest.MonkeyPatch, found: str, install: Callable[[], None]
 ) -> None:
@@ -42,4 +48,5 @@ def test_patches_install_on_the_tested_line(monkeypatch: pytest.MonkeyPatch, fou
     monkeypatch.setattr(hypercorn_version, "installed_hypercorn", lambda: found)
     http2.install()
     tcp_close.install()
+    client_eof.install()
     assert vars(hypercorn.protocol)["H2Protocol"] is http2.GatewayH2Protocol

@@ -19,7 +19,7 @@ from hypercorn.asyncio import serve
 from hypercorn.config import Config as HypercornConfig
 from noctaya.core.plan import gateway_env as names
 from noctaya.core.values.listen_address import parse_listen_address
-from noctaya.gateway import http2, tcp_close
+from noctaya.gateway import client_eof, http2, tcp_close
 from noctaya.gateway.addresses import with_port
 from noctaya.gateway.app import GatewayApp
 from noctaya.gateway.config import GatewayConfig
@@ -141,6 +141,7 @@ class GatewayServer:
         logged); a later startup error undoes what began."""
         http2.install()
         tcp_close.install()
+        client_eof.install()
         quiet_cancelled_callbacks(asyncio.get_running_loop())
         reporter = self._reporter() if self.config.demand_aggregator_url else None
         tls = self._scaler_tls() if reporter is None and self._serve_scaler else None

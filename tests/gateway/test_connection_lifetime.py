@@ -1,0 +1,155 @@
+"""How long the gateway keeps a connection whose client has gone: not a moment longer than it
+takes to notice. A soak once left 4,000 short-lived connections' sockets open in the gateway for
+the whole 120 s idle budget, because a client's EOF on an idle connection went unheeded."""
+
+from __future__ import annotations
+
+import asyncio
+import socket
+import struct
+from collections.abc import Awaitable, Callable
+
+import aiohttp
+import pytest
+
+from .conftest import StartGateway
+from .h2_client import RawH2, request_headers
+from .support import Command, Engine, eventually, open_descriptors, start_gateway_command
+
+StartCommand = Callable[..., Command]
+CLIENTS = 100
+LET_GO = 10.0
+"""Far below the 120 s idle budget, far above what noticing an EOF takes on a loaded machine."""
+SLACK = 3
+"""Descriptors the gateway may open and close on its own meanwhile (readiness probes)."""
+NO_BACKEND = "http://127.0.0.1:9"
+HEALTHZ = b"GET /healthz HTTP/1.1\r\nHost: x\r\n\r\n"
+
+
+async def _answered(port: int) -> tuple[asyncio.StreamReader, asyncio.StreamWriter]:
+    """A connection that has had one request answered and is now idle."""
+    reader, writer = await asyncio.open_connection("127.0.0.1", port)
+    writer.write(HEALTHZ)
+    head = await asyncio.wait_for(reader.readuntil(b"\r\n\r\n"), LET_GO)
+    assert head.startswith(b"HTTP/1.1 200")
+    return reader, writer
+
+
+async def _closed_by_server(reader: asyncio.StreamReader) -> bool:
+    try:
+        return await asyncio.wait_for(reader.read(), LET_GO) == b""
+    except TimeoutError:
+        return False
+
+
+async def _half_close(port: int) -> bool:
+    reader, writer = await _answered(port)
+    writer.write_eof()
+    try:
+        return await _closed_by_server(reader)
+    finally:
+        writer.close()
+
+
+async def _close(port: int) -> bool:
+    _, writer = await _answered(port)
+    writer.close()
+    return True
+
+
+async def _reset(port: int) -> bool:
+    _, writer = await _answered(port)
+    writer.get_extra_info("socket").setsockopt(
+        socket.SOL_SOCKET, socket.SO_LINGER, struct.pack("ii", 1, 0)
+    )
+    writer.close()
+    return True
+
+
+async def _gateway_at_rest(commands: StartCommand) -> tuple[int, int, int]:
+    """A gateway process that has answered once: (pid, port, its descriptors at rest)."""
+    gateway, port = await start_gateway_command(commands, NO_BACKEND)
+    await _close(port)
+    pid = gateway.process.pid
+    return pid, port, open_descriptors(pid)
+
+
+async def _back_to(pid: int, baseline: int) -> None:
+    await eventually(
+        lambda: open_descriptors(pid) <= baseline + SLACK,
+        within=LET_GO,
+        what=f"the gateway's descriptors back to {baseline} (+{SLACK})",
+    )
+
+
+@pytest.mark.parametrize(
+    "leave", [_half_close, _close, _reset], ids=["half-close", "close", "reset"]
+)
+async def test_http1_clients_leaving_idle_connections_are_let_go_at_once(
+    commands: StartCommand, leave: Callable[[int], Awaitable[bool]]
+) -> None:
+    pid, port, baseline = await _gateway_at_rest(commands)
+    closed = await asyncio.gather(*(leave(port) for _ in range(CLIENTS)))
+    assert all(closed), f"{closed.count(False)} of {CLIENTS} half-closed connections kept open"
+    await _back_to(pid, baseline)
+
+
+async def test_a_client_resetting_an_idle_connection_leaves_no_task_behind(
+    engine: Engine, start_gateway: StartGateway, http: aiohttp.ClientSession
+) -> None:
+    """The kernel frees a reset socket by itself; the connection's task and its buffers were
+    still kept for the idle budget."""
+    gateway = await start_gateway(engine.url)
+    async with http.get(f"{gateway.url}/healthz") as response:  # the server's tasks are up
+        assert response.status == 200
+    at_rest = len(asyncio.all_tasks())
+    await asyncio.gather(*(_reset(gateway.server.port) for _ in range(CLIENTS)))
+    await eventually(
+        lambda: len(asyncio.all_tasks()) <= at_rest,
+        within=LET_GO,
+        what=f"the gateway's tasks back to {at_rest}",
+    )
+
+
+@pytest.mark.parametrize("half", [True, False], ids=["half-close", "close"])
+async def test_http2_clients_leaving_connections_without_streams_are_let_go_at_once(
+    commands: StartCommand, half: bool
+) -> None:
+    pid, port, baseline = await _gateway_at_rest(commands)
+
+    async def leave() -> bool:
+        client = await RawH2.open(port)
+        client.request(1, request_headers("/healthz", "GET"))
+        assert (await client.response(1)).status == b"200"
+        if not half:
+            client.close()
+            return True
+        client.writer.write_eof()
+        try:
+            await client.until_closed(LET_GO)
+        except TimeoutError:
+            return False
+        finally:
+            client.close()
+        return True
+
+    closed = await asyncio.gather(*(leave() for _ in range(CLIENTS)))
+    assert all(closed), f"{closed.count(False)} of {CLIENTS} half-closed connections kept open"
+    await _back_to(pid, baseline)
+
+
+async def test_a_client_half_closing_during_a_cold_wait_is_gone_and_its_connection_closed(
+    commands: StartCommand,
+) -> None:
+    """A half-close looks on the wire exactly like a client that closed and left: both end the
+    exchange (as Go's server and nginx do), so the wait stops holding a slot for nobody."""
+    pid, port, baseline = await _gateway_at_rest(commands)
+    reader, writer = await asyncio.open_connection("127.0.0.1", port)
+    writer.write(b"POST /v1/completions HTTP/1.1\r\nHost: x\r\nContent-Length: 2\r\n\r\n{}")
+    await writer.drain()
+    writer.write_eof()
+    try:
+        assert await _closed_by_server(reader), "the connection outlived its client"
+    finally:
+        writer.close()
+    await _back_to(pid, baseline)
