@@ -16,7 +16,15 @@ from noctaya.gateway.scaler._proto import externalscaler_pb2 as pb
 from noctaya.gateway.scaler._proto import externalscaler_pb2_grpc as pb_grpc
 from noctaya.gateway.server import listen_socket
 
-from .support import BIN, Command, eventually, metric, read_events, token_texts
+from .support import (
+    BIN,
+    Command,
+    eventually,
+    metric,
+    read_events,
+    start_gateway_command,
+    token_texts,
+)
 
 StartCommand = Callable[..., Command]
 LISTENING = r"listening on 127\.0\.0\.1:(\d+)"
@@ -165,16 +173,7 @@ async def _engine(commands: StartCommand, **env: str) -> tuple[Command, str]:
 
 
 async def _gateway(commands: StartCommand, backend: str, **env: str) -> tuple[Command, str]:
-    gateway = commands(
-        "noctaya-gateway",
-        {
-            "NOCTAYA_BACKEND_URL": backend,
-            "NOCTAYA_LISTEN_ADDR": "127.0.0.1:0",
-            "NOCTAYA_SCALER_LISTEN_ADDR": "127.0.0.1:0",
-            **env,
-        },
-    )
-    port = (await gateway.wait_for_line(r"gateway version \S+ " + LISTENING)).group(1)
+    gateway, port = await start_gateway_command(commands, backend, **env)
     return gateway, f"http://127.0.0.1:{port}"
 
 

@@ -18,10 +18,9 @@ import pytest
 from .conftest import StartGateway
 from .firehose import start_firehose
 from .h2_client import RawH2, request_headers
-from .support import Command, Engine, eventually, start_echo
+from .support import Command, Engine, eventually, start_echo, start_gateway_command
 
 StartCommand = Callable[..., Command]
-LISTENING = r"gateway version \S+ listening on 127\.0\.0\.1:(\d+)"
 MIB = 1024 * 1024
 
 
@@ -41,16 +40,9 @@ async def test_clients_that_never_open_their_window_hold_bounded_buffers_then_ge
     stream whole (59 MiB to 1 GiB in 4 s for one stream); now it reads no faster than the client
     takes, answers others promptly, and resets the stalled streams at the send timeout."""
     firehose = await start_firehose()
-    gateway = commands(
-        "noctaya-gateway",
-        {
-            "NOCTAYA_BACKEND_URL": firehose.url,
-            "NOCTAYA_LISTEN_ADDR": "127.0.0.1:0",
-            "NOCTAYA_SCALER_LISTEN_ADDR": "127.0.0.1:0",
-            "NOCTAYA_CLIENT_SEND_TIMEOUT": "4s",
-        },
+    gateway, port = await start_gateway_command(
+        commands, firehose.url, NOCTAYA_CLIENT_SEND_TIMEOUT="4s"
     )
-    port = int((await gateway.wait_for_line(LISTENING)).group(1))
     url = f"http://127.0.0.1:{port}"
     async with http.get(f"{url}/healthz") as response:
         assert response.status == 200
