@@ -248,7 +248,7 @@ async def test_single_gateway_serves_the_keda_scaler_from_the_same_process(
         "backend http://127.0.0.1:<port>",
         "Noctaya external scaler listening on 127.0.0.1:<port>",
         "Noctaya gateway shutting down",
-    ], "the reference's lines and no others (hypercorn's own banner included)"
+    ], "the gateway's own lifecycle lines and no others (not even hypercorn's banner)"
 
 
 def test_an_ipv6_literal_listen_address_binds_that_address() -> None:

@@ -1,4 +1,4 @@
-"""`NOCTAYA_*` parsing: exactly the operator's renderings, the reference's defaults and messages."""
+"""`NOCTAYA_*` parsing: exactly the operator's renderings, the documented defaults and errors."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""The drain (§2.9) within its budget: in-flight work finishes, what outlives the budget is cut,
+"""The drain on SIGTERM within its budget: in-flight work finishes, what outlives the budget is cut,
 and the gateway always closes."""
 
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""The engine stub behaves like the slice of vLLM the gateway, KEDA and the SDKs rely on (§6)."""
+"""The engine stub behaves like the slice of vLLM the gateway, KEDA and the SDKs rely on."""
 
 from __future__ import annotations
 

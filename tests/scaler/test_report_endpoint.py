@@ -1,4 +1,4 @@
-"""POST /v1/demand over real HTTP: every rule of the report handler, in the reference's order.
+"""POST /v1/demand over real HTTP: every rule of the report handler, in the order it checks them.
 
 Each refused report must leave the aggregate exactly as it was (total, members, counters).
 """

@@ -1,4 +1,4 @@
-"""Every malformed ScaledObject gets INVALID_ARGUMENT with the reference's message, on every RPC."""
+"""Every malformed ScaledObject gets INVALID_ARGUMENT naming the bad field, on every RPC."""
 
 from __future__ import annotations
 

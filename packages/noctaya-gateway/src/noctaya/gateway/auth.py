@@ -1,7 +1,7 @@
 """Client bearer-key check. The key file is re-read on every request so that rotating the
 Kubernetes Secret takes effect without a restart; digests are compared in constant time.
 The scheme is matched case-insensitively, as RFC 9110 has it (`bearer <key>` is what some
-clients send); the reference's exact `Bearer ` would refuse them."""
+clients send); an exact-case `Bearer ` match would refuse them."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""What an admitted request does when no backend is ready (§2.6): reject at once, or wait.
+"""What an admitted request does when no backend is ready: reject at once, or wait.
 
 Either way the activation lease is renewed first, so the backend comes up even if the client
 leaves. Waiting streaming requests get their 200 `text/event-stream` head at once and SSE

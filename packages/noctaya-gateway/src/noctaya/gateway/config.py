@@ -1,7 +1,7 @@
 """Gateway settings from the `NOCTAYA_*` environment, parsed exactly as the operator renders them.
 
-Tunables the reference keeps as constants (readiness interval, grace, drain budget) are fields
-with those defaults too, so in-process tests can shrink them; the environment never sets them.
+Tunables no variable sets (readiness interval, grace, drain budget) are fields with fixed
+defaults too, so in-process tests can shrink them; the environment never sets them.
 """
 
 from __future__ import annotations
@@ -70,7 +70,7 @@ class GatewayConfig:
 
 
 def load_config(environ: Mapping[str, str]) -> GatewayConfig:
-    """Build the gateway-mode configuration; raise ConfigError with the reference's messages."""
+    """Build the gateway-mode configuration; raise ConfigError on what prevents startup."""
     backend_url = environ.get(names.BACKEND_URL, "")
     if not backend_url:
         raise ConfigError(f"{names.BACKEND_URL} is required")

@@ -1,4 +1,4 @@
-"""The gateway's Prometheus series (§2.8) on a private registry: no process or platform collectors,
+"""The gateway's Prometheus series on a private registry: no process or platform collectors,
 so `/metrics` shows exactly what dashboards and the example alerts rely on."""
 
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""Multi-gateway demand reporter (§2.10): how one replica's demand reaches the aggregator.
+"""Multi-gateway demand reporter: how one replica's demand reaches the aggregator.
 
 A report goes out on every demand change, so a cold request reaches KEDA in one round trip, and
 at least every 2 s otherwise, so the aggregator (which forgets a silent member after 10 s) keeps
@@ -46,7 +46,7 @@ class DemandReporter:
         heartbeat: float = HEARTBEAT_SECONDS,
         send_timeout: float = SEND_TIMEOUT_SECONDS,
     ) -> None:
-        """Validate the settings (ValueError with the reference's message); nothing is sent."""
+        """Validate the settings (ValueError naming what is wrong); nothing is sent."""
         endpoint = endpoint.rstrip("/")
         if not is_absolute_http_url(endpoint):
             raise ValueError("demand aggregator endpoint must be an absolute HTTP URL")
@@ -148,5 +148,5 @@ async def _post_once(
 
 
 def default_gateway_id() -> str:
-    """`<hostname>-<pid>`, the reference's fallback when NOCTAYA_GATEWAY_ID is unset."""
+    """`<hostname>-<pid>` when NOCTAYA_GATEWAY_ID is unset: distinct per process on one host."""
     return f"{socket.gethostname() or 'gateway'}-{os.getpid()}"

@@ -138,6 +138,6 @@ async def send_bad_request(send: Send, *, close: bool) -> None:
 
 def sse_error_frame(error: GatewayError, openai: bool) -> bytes:
     """The frame that ends a committed stream: JSON data on `/v1/*` (the OpenAI SDK raises it as
-    an APIError), the reference's plain text elsewhere."""
+    an APIError), the bare message as plain text elsewhere."""
     data = error.sse_data() if openai else error.message
     return f"event: error\ndata: {data}\n\n".encode()

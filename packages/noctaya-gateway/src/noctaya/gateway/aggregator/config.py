@@ -1,4 +1,4 @@
-"""The aggregator's environment (§3.2), checked at startup so a bad Deployment fails at once."""
+"""The aggregator's environment, checked at startup so a bad Deployment fails at once."""
 
 from __future__ import annotations
 
@@ -28,7 +28,7 @@ class AggregatorConfig:
 
 
 def load_config(environ: Mapping[str, str]) -> AggregatorConfig:
-    """Read and validate the environment; ValueError carries the reference's message."""
+    """Read and validate the environment, or raise ValueError with the message to print."""
     token_file = environ.get(names.DEMAND_AUTH_TOKEN_FILE, "")
     read_demand_token(token_file)
     max_members = _positive_int(environ, names.MAX_GATEWAY_MEMBERS, DEFAULT_MAX_MEMBERS)

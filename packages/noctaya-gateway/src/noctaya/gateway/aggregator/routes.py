@@ -1,4 +1,4 @@
-"""The aggregator's HTTP routes, and the demand report handler's rules in the reference's order.
+"""The aggregator's HTTP routes, and the demand report handler's rules in a fixed order.
 
 The order is the defence: cheap checks that need no body (method, concurrency, token, auth) run
 before the body is read, so an unauthenticated flood never holds a report slot or a buffer.

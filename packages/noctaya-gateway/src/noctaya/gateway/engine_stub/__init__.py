@@ -1,4 +1,4 @@
-"""`noctaya-engine-stub`: a test double for vLLM (§6) for tests, benchmarks and the no-GPU guide.
+"""`noctaya-engine-stub`: a test double for vLLM for tests, benchmarks and the no-GPU guide.
 
 It speaks vLLM's OpenAI-compatible surface closely enough for the gateway, KEDA metrics and the
 OpenAI SDK, and generates `tok0 tok1 …` instead of running a model.

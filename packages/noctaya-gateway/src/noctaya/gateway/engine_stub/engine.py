@@ -1,4 +1,4 @@
-"""The vLLM-shaped endpoints of the engine stub (§6): health gated by a startup delay, chat and
+"""The vLLM-shaped endpoints of the engine stub: health gated by a startup delay, chat and
 text completions (streamed token by token or whole), settable vLLM scheduler gauges."""
 
 from __future__ import annotations

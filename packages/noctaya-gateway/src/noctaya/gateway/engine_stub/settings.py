@@ -1,4 +1,4 @@
-"""The engine stub's `STUB_*` environment (§6)."""
+"""The engine stub's `STUB_*` environment."""
 
 from __future__ import annotations
 

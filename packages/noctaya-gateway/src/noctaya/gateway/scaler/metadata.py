@@ -1,7 +1,8 @@
-"""What KEDA asked for: the trigger metadata of a ScaledObject, checked the way the reference does.
+"""What KEDA asked for: the trigger metadata of a ScaledObject, checked on every RPC.
 
 Every RPC validates the metadata so a misconfigured ScaledObject fails loudly in KEDA's events
-instead of scaling on a wrong target. The messages are the reference's, verbatim.
+instead of scaling on a wrong target. A message names the offending field and quotes
+its value as Go's %q does (cut to MAX_ECHOED_CHARS).
 """
 
 from __future__ import annotations
