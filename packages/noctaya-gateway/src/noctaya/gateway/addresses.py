@@ -1,7 +1,7 @@
 """Binding what a Go-form listen address (`noctaya.core.values.listen_address`) names.
 
-The same env values configure the Go reference and this implementation: an empty host means
-every interface, IPv6 literals are bracketed.
+The address is in Go's `net.Listen` form, as the operator renders it: an empty host means every
+interface, IPv6 literals are bracketed.
 """
 
 from __future__ import annotations

@@ -1,4 +1,5 @@
-"""Error text as the Go reference prints it, so operators see the same messages from both."""
+"""Error text in Go's wording (`open <path>: no such file or directory`), one line and without
+Python's exception decoration, so a failed startup reads the same in every process."""
 
 from __future__ import annotations
 
