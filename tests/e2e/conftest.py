@@ -1,0 +1,93 @@
+"""The single-node cluster, once per session: `cluster` brings it up, and down at the end.
+
+Every test here carries `e2e` (added if forgotten). A box that cannot come up (not built, not
+root) skips locally and fails under CI=true; a failing test gets the component log tails.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import secrets
+from collections.abc import Generator, Iterator
+
+import pytest
+from kubernetes import client as k8s_client
+from support.cluster import Cluster, locate_programs
+from support.cluster.traces import HostTraces, host_traces
+from support.envtest.prerequisites import PrerequisiteMissing
+
+_CLUSTER = pytest.StashKey[Cluster]()
+_HOST_BEFORE = pytest.StashKey[HostTraces]()
+LAST = "takes_the_cluster_down"
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    config.addinivalue_line("markers", f"{LAST}: runs after every other e2e test")
+
+
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    for item in items:
+        if "cluster" in getattr(item, "fixturenames", ()) and not item.get_closest_marker("e2e"):
+            item.add_marker(pytest.mark.e2e)
+    items.sort(key=lambda item: item.get_closest_marker(LAST) is not None)
+
+
+@pytest.fixture(scope="session")
+def cluster(request: pytest.FixtureRequest) -> Iterator[Cluster]:
+    try:
+        locate_programs()
+    except PrerequisiteMissing as missing:
+        if os.environ.get("CI", "").lower() in {"true", "1"}:
+            pytest.fail(f"{missing}. CI=true: e2e tests fail instead of skipping.", pytrace=False)
+        pytest.skip(str(missing))
+    box = Cluster()
+    request.config.stash[_CLUSTER] = box
+    box.down()  # what a killed run left is not part of the host as it was
+    request.config.stash[_HOST_BEFORE] = host_traces(box.folders)
+    try:
+        box.up()
+        yield box
+    finally:
+        box.down()
+
+
+@pytest.fixture(scope="session")
+def host_before_box(request: pytest.FixtureRequest, cluster: Cluster) -> HostTraces:
+    """The host as it was before `up` (leftovers of a killed run already removed)."""
+    return request.config.stash[_HOST_BEFORE]
+
+
+@pytest.fixture(scope="session")
+def api_client(cluster: Cluster) -> k8s_client.ApiClient:
+    return cluster.api_client
+
+
+@pytest.fixture
+def namespace(api_client: k8s_client.ApiClient, request: pytest.FixtureRequest) -> Iterator[str]:
+    """A fresh namespace for one test, deleted (with its objects) afterwards."""
+    label = re.sub(r"[^a-z0-9]+", "-", request.node.name.lower())[:40].strip("-")
+    name = f"{label}-{secrets.token_hex(3)}"
+    core = k8s_client.CoreV1Api(api_client)
+    core.create_namespace(k8s_client.V1Namespace(metadata=k8s_client.V1ObjectMeta(name=name)))
+    yield name
+    core.delete_namespace(name)
+
+
+@pytest.hookimpl(wrapper=True)
+def pytest_runtest_makereport(
+    item: pytest.Item, call: pytest.CallInfo[None]
+) -> Generator[None, pytest.TestReport, pytest.TestReport]:
+    report = yield
+    box = item.config.stash.get(_CLUSTER, None)
+    if report.failed and box is not None:
+        for name, tail in box.log_tails().items():
+            report.sections.append((f"{name} log, last lines", tail))
+    return report
+
+
+def pytest_terminal_summary(terminalreporter: pytest.TerminalReporter) -> None:
+    box = terminalreporter.config.stash.get(_CLUSTER, None)
+    if box is not None and box.timings:
+        times = ", ".join(f"{what} at {seconds:.1f}s" for what, seconds in box.timings.items())
+        terminalreporter.write_line(f"cluster start-up: {times}")

@@ -1,0 +1,103 @@
+"""Manifests of the box's test workload (box-agent in the box image) and waits on their state."""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable
+from typing import Any, TypeVar
+
+from kubernetes import client as k8s_client
+from support.cluster.components import BOX_IMAGE
+
+HTTP_PORT = 8080
+GRPC_PORT = 9090
+_POLL_SECONDS = 0.5
+_Value = TypeVar("_Value")
+
+
+def container(name: str, command: list[str], **extra: Any) -> dict[str, Any]:
+    return {
+        "name": name,
+        "image": BOX_IMAGE,
+        "imagePullPolicy": "Never",
+        "command": command,
+        **extra,
+    }
+
+
+def agent_deployment(name: str, replicas: int = 1) -> dict[str, Any]:
+    """box-agent serving HTTP and the external scaler, Ready once it answers HTTP."""
+    labels = {"app": name}
+    serve = container(
+        "agent",
+        ["/box-agent", "serve"],
+        ports=[
+            {"name": "http", "containerPort": HTTP_PORT},
+            {"name": "grpc", "containerPort": GRPC_PORT},
+        ],
+        readinessProbe={"httpGet": {"path": "/", "port": HTTP_PORT}, "periodSeconds": 1},
+    )
+    return {
+        "apiVersion": "apps/v1",
+        "kind": "Deployment",
+        "metadata": {"name": name, "labels": labels},
+        "spec": {
+            "replicas": replicas,
+            "selector": {"matchLabels": labels},
+            "template": {
+                "metadata": {"labels": labels},
+                "spec": {"containers": [serve], "terminationGracePeriodSeconds": 1},
+            },
+        },
+    }
+
+
+def agent_service(name: str) -> dict[str, Any]:
+    return {
+        "apiVersion": "v1",
+        "kind": "Service",
+        "metadata": {"name": name},
+        "spec": {
+            "selector": {"app": name},
+            "ports": [
+                {"name": "http", "port": 80, "targetPort": HTTP_PORT},
+                {"name": "grpc", "port": GRPC_PORT, "targetPort": GRPC_PORT},
+            ],
+        },
+    }
+
+
+def shell_pod(name: str, script: str, **spec: Any) -> dict[str, Any]:
+    return {
+        "apiVersion": "v1",
+        "kind": "Pod",
+        "metadata": {"name": name},
+        "spec": {
+            "restartPolicy": "Never",
+            "containers": [container(name, ["sh", "-c", script])],
+            "terminationGracePeriodSeconds": 1,
+            **spec,
+        },
+    }
+
+
+def wait_for(what: str, probe: Callable[[], _Value | None], timeout: float = 120.0) -> _Value:
+    """Polls `probe` until it returns something other than None or False; fails naming `what`
+    and the last value seen."""
+    deadline = time.monotonic() + timeout
+    while True:
+        value = probe()
+        if value is not None and value is not False:
+            return value
+        if time.monotonic() > deadline:
+            raise AssertionError(f"timed out after {timeout:.0f}s waiting for {what}")
+        time.sleep(_POLL_SECONDS)
+
+
+def pod_phase(core: k8s_client.CoreV1Api, namespace: str, name: str) -> str:
+    return str(core.read_namespaced_pod(name, namespace).status.phase)
+
+
+def ready_replicas(apps: k8s_client.AppsV1Api, namespace: str, name: str) -> int:
+    status = apps.read_namespaced_deployment(name, namespace).status
+    return int(status.ready_replicas or 0) if status else 0
