@@ -24,6 +24,7 @@ PORT = 18999
 MEMORY_CAP = 512 << 20
 """Address space for a `noctaya-local` run that must refuse its file cheaply (it needs ~70 MiB)."""
 COMMAND_DEADLINE = 60.0
+OCI_URI = "oci://registry.example.com/models/tiny@sha256:" + "0" * 64
 
 
 def run(tmp_path: Path, capsys: pytest.CaptureFixture[str], *docs: dict[str, Any]) -> str:
@@ -105,6 +106,35 @@ def test_service_errors_name_the_field(
 ) -> None:
     error = run(tmp_path, capsys, runtime_doc(PORT), with_spec(service_doc(), path, value))
     assert expected in error
+
+
+@pytest.mark.parametrize(
+    ("source", "cache", "expected"),
+    [
+        (
+            {"uri": OCI_URI, "secretRef": {"name": "registry-creds"}},
+            {},
+            'LLMService spec.model.source.secretRef: local mode cannot read Secret "registry-creds"'
+            "; pass --registry-config with its dockerconfigjson file",
+        ),
+        (
+            {"uri": OCI_URI},
+            {"strategy": "None"},
+            "LLMService spec.cache: oci:// model sources require a persistent cache strategy",
+        ),
+    ],
+    ids=["credentials", "no-cache"],
+)
+def test_an_oci_model_local_mode_cannot_stage_is_refused_before_any_fetch(
+    tmp_path: Path,
+    capsys: pytest.CaptureFixture[str],
+    source: dict[str, Any],
+    cache: dict[str, str],
+    expected: str,
+) -> None:
+    """The same rules as the operator's staging Job, checked before anything is downloaded."""
+    service = service_doc(model={"source": source}, cache=cache)
+    assert expected in run(tmp_path, capsys, runtime_doc(PORT), service)
 
 
 def test_a_runtime_without_a_local_command_is_rejected_with_the_rule(

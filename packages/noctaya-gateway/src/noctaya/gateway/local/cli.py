@@ -18,8 +18,9 @@ from pathlib import Path
 from noctaya.core.values.listen_address import parse_listen_address
 from noctaya.gateway.local.command import LOCAL_COMMAND_ANNOTATION
 from noctaya.gateway.local.errors import LocalConfigError, LocalRunError, one_line
-from noctaya.gateway.local.manifest import load_manifest
-from noctaya.gateway.local.plan import plan_local
+from noctaya.gateway.local.manifest import LocalManifest, load_manifest
+from noctaya.gateway.local.model_fetch import ModelFetch, default_cache, fetch_model, plan_fetch
+from noctaya.gateway.local.plan import LocalPlan, local_model, plan_local
 from noctaya.gateway.local.port_claims import check_listen_port
 from noctaya.gateway.local.runner import run_local
 
@@ -33,7 +34,9 @@ on this machine: the Noctaya gateway in front of one local engine process that s
 and stops after scaling.scaleDownStabilization without demand. The runtime names the command
 that stands in for its container image in the annotation {LOCAL_COMMAND_ANNOTATION}
 (e.g. "vllm serve" or "noctaya-engine-stub"); the engine listens on 127.0.0.1 at the runtime's
-spec.container.port.containerPort."""
+spec.container.port.containerPort. A model the operator would stage with a Job (an oci://
+artifact, or a hub model with spec.cache.prewarm) is first fetched into --cache by noctaya-fetch,
+and the engine gets the fetched folder as {{{{ .Model.Path }}}}."""
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -53,23 +56,48 @@ def main(argv: Sequence[str] | None = None) -> int:
         help="file holding the client API key (required when the service sets "
         "endpoint.authentication; clients send it as a Bearer token)",
     )
+    parser.add_argument(
+        "--cache",
+        type=Path,
+        default=default_cache(os.environ),
+        help="folder the model is fetched into when the service stages it (an oci:// model, or "
+        "spec.cache.prewarm); default $XDG_CACHE_HOME/noctaya/models or ~/.cache/noctaya/models",
+    )
+    parser.add_argument(
+        "--registry-config",
+        help="dockerconfigjson file with the OCI registry's credentials (required when the "
+        "model's source sets secretRef)",
+    )
     args = parser.parse_args(argv)
     try:
         parse_listen_address(args.listen)
     except ValueError as error:
         parser.error(f"--listen: {error}")
     try:
-        plan = plan_local(load_manifest(args.file), api_key_file=args.api_key_file)
+        manifest = load_manifest(args.file)
+        plan = plan_local(manifest, api_key_file=args.api_key_file)  # all checked before a fetch
+        fetch = plan_fetch(manifest.service, local_model(manifest.service), args.registry_config)
         check_listen_port(plan, args.listen)
     except LocalConfigError as error:
         print(f"noctaya-local: {one_line(str(error))}", file=sys.stderr)
         return EXIT_INVALID
     configure_logging()
     try:
-        return asyncio.run(run_local(plan, args.listen, os.environ, source=str(args.file)))
+        return asyncio.run(_serve(plan, fetch, args, manifest))
     except LocalRunError as error:
         log.error("%s", one_line(str(error)))
         return 1
+
+
+async def _serve(
+    plan: LocalPlan, fetch: ModelFetch | None, args: argparse.Namespace, manifest: LocalManifest
+) -> int:
+    if fetch is not None:
+        model_path = await fetch_model(fetch, args.cache, os.environ)
+        if model_path is None:
+            return 0
+        plan = plan_local(manifest, api_key_file=args.api_key_file, model_path=model_path)
+    return await run_local(plan, args.listen, os.environ, source=str(args.file))
 
 
 def configure_logging() -> None:

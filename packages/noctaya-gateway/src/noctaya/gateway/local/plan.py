@@ -10,10 +10,13 @@ cluster's parts for local ones:
 - the container image becomes the runtime's local command (`noctaya.gateway.local.command`);
 - KEDA becomes `noctaya.gateway.local.autoscaler`, one engine process at most.
 
-What needs a cluster is refused with a message naming the field: `pvc://` and `oci://` models
-(a volume and a staging Job), env `valueFrom` (the Kubernetes API), and a client API key Secret
-unless `--api-key-file` provides the key. Accelerator, cache and gateway-resource fields are
-cluster scheduling concerns and are not used here.
+- the prewarm / staging Job becomes `noctaya.gateway.local.model_fetch`, whose fetched folder
+  is the engine's `.Model.Path`.
+
+What needs a cluster is refused with a message naming the field: `pvc://` models (a volume),
+env `valueFrom` (the Kubernetes API), and a client API key Secret unless `--api-key-file`
+provides the key. Accelerator and gateway-resource fields are cluster scheduling concerns and
+are not used here.
 """
 
 from __future__ import annotations
@@ -23,7 +26,7 @@ from dataclasses import dataclass
 
 from noctaya.core.api import InferenceRuntime, LLMService
 from noctaya.core.errors import NoctayaError
-from noctaya.core.model_source import ResolvedModel, SourceKind, resolve_model
+from noctaya.core.model_source import ResolvedModel, SourceKind, resolve_model_spec
 from noctaya.core.plan.autoscaling import AutoscalingPlan, plan_autoscaling
 from noctaya.core.plan.gateway import GatewayPlan, plan_gateway
 from noctaya.core.templating import TemplateContext, render_args, render_env_values
@@ -62,7 +65,10 @@ class LocalPlan:
         return f"http://{LOOPBACK}:{self.engine.port}"
 
 
-def plan_local(manifest: LocalManifest, *, api_key_file: str | None = None) -> LocalPlan:
+def plan_local(
+    manifest: LocalManifest, *, api_key_file: str | None = None, model_path: str | None = None
+) -> LocalPlan:
+    """`model_path` replaces the model's own path: the folder a fetch filled."""
     service, runtime = manifest.service, manifest.runtime
     spec = service.spec
     auth = spec.endpoint.authentication
@@ -78,19 +84,21 @@ def plan_local(manifest: LocalManifest, *, api_key_file: str | None = None) -> L
     return LocalPlan(
         service_name=service.metadata.name or "",
         runtime_name=runtime.metadata.name or "",
-        engine=_plan_engine(service, runtime),
+        engine=_plan_engine(service, runtime, model_path),
         gateway=plan_gateway(spec, GATEWAY_COMMAND, 1, None),
         autoscaling=autoscaling,
         api_key_file=api_key_file,
     )
 
 
-def _plan_engine(service: LLMService, runtime: InferenceRuntime) -> EnginePlan:
+def _plan_engine(
+    service: LLMService, runtime: InferenceRuntime, model_path: str | None
+) -> EnginePlan:
     container = runtime.spec.container
     command = local_command(runtime)
-    model = _local_model(service)
+    model = local_model(service)
     context = TemplateContext(
-        model_path=model.path,
+        model_path=model_path or model.path,
         service_name=service.metadata.name or "",
         service_namespace=service.metadata.namespace or DEFAULT_NAMESPACE,
     )
@@ -118,20 +126,15 @@ def _plan_engine(service: LLMService, runtime: InferenceRuntime) -> EnginePlan:
     )
 
 
-def _local_model(service: LLMService) -> ResolvedModel:
-    source = service.spec.model.source
+def local_model(service: LLMService) -> ResolvedModel:
+    """The service's model, if local mode can serve it: anything but a mounted `pvc://` claim."""
     try:
-        model = resolve_model(
-            source.uri if source else None,
-            secret_ref_name=source.secret_ref.name if source and source.secret_ref else None,
-            catalog_ref=service.spec.model.catalog_ref,
-        )
+        model = resolve_model_spec(service.spec.model)
     except NoctayaError as error:
         raise LocalConfigError(f"LLMService spec.model: {error.message}") from None
-    if model.kind in (SourceKind.PVC, SourceKind.OCI):
+    if model.kind is SourceKind.PVC:
         raise LocalConfigError(
-            f"LLMService spec.model.source.uri: {model.kind.value}:// models need a cluster "
-            "(a volume or a staging Job); local mode serves hf:// and modelscope:// models, "
-            "which the engine downloads itself"
+            "LLMService spec.model.source.uri: pvc:// models need a cluster (a volume claim); "
+            "local mode serves hf://, modelscope:// and oci:// models"
         )
     return model

@@ -1,0 +1,138 @@
+"""Local mode's prewarm Job: `noctaya-fetch` fills a cache folder before the engine starts.
+
+The same command the cluster's prewarm and staging Jobs run, started as a program rather than
+imported, so the hub clients stay out of the gateway's imports. It decides as the operator does
+whether a fetch is needed (an `oci://` artifact always, a hub model when `spec.cache.prewarm`
+asks for it), then hands the engine the fetched folder as `.Model.Path`. A second start finds
+the fetcher's completion marker and makes no network request.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import os
+import signal
+from collections.abc import Mapping
+from dataclasses import dataclass
+from pathlib import Path
+
+from noctaya.core.api import LLMService
+from noctaya.core.cache_planning import FETCH_COMMAND, fetch_uri, plan_cache, plan_prewarm
+from noctaya.core.errors import NoctayaError
+from noctaya.core.model_source import ResolvedModel
+from noctaya.core.values.go_text import go_quote
+from noctaya.gateway.local.command import find_executable
+from noctaya.gateway.local.errors import LocalConfigError, LocalRunError
+
+log = logging.getLogger("noctaya.local")
+STOP_GRACE = 10.0
+"""How long an interrupted fetch may take to exit after SIGTERM; its `.partial` is resumed."""
+
+
+@dataclass(frozen=True, slots=True)
+class ModelFetch:
+    """A fetch local mode runs before serving."""
+
+    uri: str
+    registry_config: str | None
+
+    def argv(self, executable: str, cache: Path) -> list[str]:
+        argv = [executable, self.uri, "--cache", str(cache)]
+        if self.registry_config is not None:
+            argv += ["--registry-config", self.registry_config]
+        return argv
+
+
+def default_cache(environ: Mapping[str, str]) -> Path:
+    """`$XDG_CACHE_HOME/noctaya/models`, else `~/.cache/noctaya/models`."""
+    base = environ.get("XDG_CACHE_HOME") or os.path.join(os.path.expanduser("~"), ".cache")
+    return Path(base) / "noctaya" / "models"
+
+
+def plan_fetch(
+    service: LLMService, model: ResolvedModel, registry_config: str | None
+) -> ModelFetch | None:
+    """The fetch the operator would run as a Job for this service, or None if it runs none."""
+    spec = service.spec
+    try:
+        cache = plan_cache(
+            strategy=spec.cache.strategy.value,
+            size=spec.cache.size,
+            storage_class_name=spec.cache.storage_class_name,
+            prewarm=spec.cache.prewarm,
+            model=model,
+            service_name=service.metadata.name or "",
+            namespace=service.metadata.namespace or "",
+        )
+        job = plan_prewarm(cache, model, FETCH_COMMAND)
+    except NoctayaError as error:
+        raise LocalConfigError(f"LLMService spec.cache: {error.message}") from None
+    if job is None:
+        return None
+    if model.oci_secret_name and registry_config is None:
+        raise LocalConfigError(
+            "LLMService spec.model.source.secretRef: local mode cannot read Secret "
+            f"{go_quote(model.oci_secret_name)}; pass --registry-config with its "
+            "dockerconfigjson file"
+        )
+    return ModelFetch(fetch_uri(model), registry_config if model.oci_secret_name else None)
+
+
+async def fetch_model(fetch: ModelFetch, cache: Path, environ: Mapping[str, str]) -> str | None:
+    """The fetched model's folder; None when SIGINT/SIGTERM stopped the fetch first.
+
+    The fetcher's progress goes straight to local mode's stderr (a live bar on a terminal); it
+    runs in its own process group, so a terminal's Ctrl-C reaches local mode, which stops it.
+    """
+    executable = find_executable(FETCH_COMMAND)
+    if executable is None:
+        raise LocalRunError(
+            f"{FETCH_COMMAND} not found; install the noctaya-fetch package to fetch {fetch.uri}"
+        )
+    log.info("fetching %s into %s", fetch.uri, cache)
+    process = await asyncio.create_subprocess_exec(
+        *fetch.argv(executable, cache),
+        env=dict(environ),
+        stdin=asyncio.subprocess.DEVNULL,
+        stdout=asyncio.subprocess.PIPE,
+        process_group=0,
+    )
+    loop = asyncio.get_running_loop()
+    stop = asyncio.Event()
+    for sig in (signal.SIGINT, signal.SIGTERM):
+        loop.add_signal_handler(sig, stop.set)
+    finished = asyncio.ensure_future(process.communicate())
+    stopped = asyncio.ensure_future(stop.wait())
+    try:
+        await asyncio.wait({finished, stopped}, return_when=asyncio.FIRST_COMPLETED)
+    finally:
+        stopped.cancel()
+        for sig in (signal.SIGINT, signal.SIGTERM):
+            loop.remove_signal_handler(sig)
+        if not finished.done():
+            await _stop(process)
+            await finished
+    if stop.is_set() and process.returncode != 0:
+        log.info("fetch of %s interrupted", fetch.uri)
+        return None
+    stdout, _ = finished.result()
+    lines = stdout.decode("utf-8", errors="replace").splitlines()
+    if process.returncode != 0 or not lines:
+        raise LocalRunError(
+            f"{FETCH_COMMAND} could not fetch {fetch.uri} (exit code {process.returncode}); "
+            "its message is above"
+        )
+    return lines[-1]
+
+
+async def _stop(process: asyncio.subprocess.Process) -> None:
+    with contextlib.suppress(ProcessLookupError):
+        os.killpg(process.pid, signal.SIGTERM)
+    try:
+        async with asyncio.timeout(STOP_GRACE):
+            await process.wait()
+    except TimeoutError:
+        with contextlib.suppress(ProcessLookupError):
+            os.killpg(process.pid, signal.SIGKILL)

@@ -1,0 +1,96 @@
+"""A model the operator would stage with a Job is fetched by `noctaya-fetch` before the engine
+starts, from a real hub endpoint (the fake hub the fetcher's own tests use), and reused."""
+
+from __future__ import annotations
+
+import re
+import sys
+import sysconfig
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+from fetch.fake_hub import COMMIT, Hub, serve
+from noctaya.gateway.local.cli import main
+
+from .conftest import StartLocal
+from .support import runtime_doc, service_doc, write_manifest
+
+PORT = 18731
+MODEL = "hf://acme/tiny-model"
+FILES = {"config.json": b'{"architectures": ["TinyForCausalLM"]}', "weights.bin": b"w" * 4096}
+SUMMARY = re.compile(rf"noctaya-fetch: {MODEL}: fetched 4\.\d KiB in .+; ready at (?P<path>\S+)$")
+ENGINE_MODEL = re.compile(r"engine started \(pid \d+\): .* --model=(?P<path>\S+)")
+
+
+@pytest.fixture
+def hub(monkeypatch: pytest.MonkeyPatch) -> Iterator[Hub]:
+    with serve(Hub(files=FILES)) as running:
+        monkeypatch.setenv("HF_ENDPOINT", running.url)
+        monkeypatch.delenv("HF_TOKEN", raising=False)
+        yield running
+
+
+def prewarmed_service(tmp_path: Path) -> Path:
+    service = service_doc(model={"source": {"uri": MODEL}}, cache={"prewarm": True})
+    service["spec"]["scaling"]["min"] = 1  # the engine starts at once, with its args logged
+    return write_manifest(tmp_path / "svc.yaml", runtime_doc(PORT), service)
+
+
+def test_a_prewarmed_model_is_fetched_once_and_the_engine_gets_its_folder(
+    hub: Hub, start_local: StartLocal, tmp_path: Path
+) -> None:
+    manifest = prewarmed_service(tmp_path)
+    cache = tmp_path / "models"
+    snapshot = cache / "hf/hub/models--acme--tiny-model/snapshots" / COMMIT
+
+    first = start_local(manifest, "--cache", str(cache))
+    first.wait_for(re.compile(rf"\[local\] .*fetching {MODEL} into {re.escape(str(cache))}"))
+    assert first.wait_for(SUMMARY)["path"] == str(snapshot)
+    assert first.wait_for(ENGINE_MODEL)["path"] == str(snapshot)
+    assert first.stop() == 0
+    assert (snapshot / "weights.bin").read_bytes() == FILES["weights.bin"]
+    requests = len(hub.requests)
+    assert requests > 0
+
+    second = start_local(manifest, "--cache", str(cache))
+    second.wait_for(re.compile(rf"noctaya-fetch: {MODEL}: already complete at {snapshot}$"))
+    assert second.wait_for(ENGINE_MODEL)["path"] == str(snapshot)
+    second.url()
+    assert second.stop() == 0
+    assert len(hub.requests) == requests, "the second start made no request to the hub"
+
+
+def test_a_model_without_prewarm_is_left_to_the_engine_as_before(
+    hub: Hub, start_local: StartLocal, tmp_path: Path
+) -> None:
+    service = service_doc(model={"source": {"uri": MODEL}})
+    service["spec"]["scaling"]["min"] = 1
+    manifest = write_manifest(tmp_path / "svc.yaml", runtime_doc(PORT), service)
+
+    local = start_local(manifest, "--cache", str(tmp_path / "models"))
+
+    assert local.wait_for(ENGINE_MODEL)["path"] == "acme/tiny-model"
+    assert local.stop() == 0
+    assert hub.requests == []
+    assert not (tmp_path / "models").exists()
+
+
+def test_a_missing_noctaya_fetch_is_one_clear_line(
+    hub: Hub, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    engine = str(Path(sys.executable).with_name("noctaya-engine-stub"))
+    empty = tmp_path / "bin"
+    empty.mkdir()
+    monkeypatch.setattr(sysconfig, "get_path", lambda name: str(empty))
+    monkeypatch.setenv("PATH", str(empty))
+    service = service_doc(model={"source": {"uri": MODEL}}, cache={"prewarm": True})
+    manifest = write_manifest(tmp_path / "svc.yaml", runtime_doc(PORT, command=engine), service)
+
+    assert main([str(manifest), "--cache", str(tmp_path / "models")]) == 1
+
+    [line] = [line for line in capsys.readouterr().err.splitlines() if "noctaya-fetch" in line]
+    assert line.endswith(
+        f"noctaya-fetch not found; install the noctaya-fetch package to fetch {MODEL}"
+    )
+    assert hub.requests == []
