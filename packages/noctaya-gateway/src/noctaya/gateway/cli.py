@@ -1,24 +1,29 @@
 """`noctaya-gateway`: the gateway (default) or, with `--mode=aggregator`, the demand aggregator.
 
-Startup errors are printed as one line and exit 1, like Go's `log.Fatal`; SIGTERM and SIGINT
-start the drain.
+Each mode is its own entry module, imported only once the mode is chosen, so a process loads
+what its mode needs: the aggregator never imports the proxy and HTTP server stack, nor the
+gateway the aggregator. Startup errors are printed as one line and exit 1, like Go's
+`log.Fatal`; SIGTERM and SIGINT start the drain.
 """
 
 from __future__ import annotations
 
 import argparse
-import asyncio
+import importlib
 import logging
 import os
-import signal
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 
 from noctaya.gateway import process
-from noctaya.gateway.config import ConfigError, GatewayConfig, load_config
-from noctaya.gateway.hypercorn_version import UntestedHypercorn
-from noctaya.gateway.server import GatewayServer, gateway_version
+from noctaya.gateway.version import gateway_version
 
 log = logging.getLogger("noctaya.gateway")
+
+MODE_ENTRIES = {
+    "gateway": "noctaya.gateway.gateway_main",
+    "aggregator": "noctaya.gateway.aggregator.main",
+}
+"""Mode → the module whose `run(environ) -> int` is that process."""
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -35,36 +40,9 @@ def main(argv: Sequence[str] | None = None) -> int:
         print(gateway_version())
         return 0
     process.configure_logging()
-    if args.mode == "aggregator":
-        from noctaya.gateway.aggregator.main import run
-
-        return run(os.environ)
-    if args.mode != "gateway":
+    entry = MODE_ENTRIES.get(args.mode)
+    if entry is None:
         log.critical('unsupported mode "%s"', args.mode)
         return 1
-    try:
-        config = load_config(os.environ)
-    except ConfigError as error:
-        log.critical("%s", error)
-        return 1
-    return process.run(serve_until_signalled(config, os.environ))
-
-
-async def serve_until_signalled(config: GatewayConfig, environ: Mapping[str, str]) -> int:
-    server = GatewayServer(config, environ)
-    try:
-        await server.start()
-    except (ValueError, OSError, UntestedHypercorn) as error:
-        log.critical("%s", error)
-        return 1
-    signalled = asyncio.Event()
-    loop = asyncio.get_running_loop()
-    for sig in (signal.SIGTERM, signal.SIGINT):
-        loop.add_signal_handler(sig, signalled.set)
-    waiting = asyncio.ensure_future(signalled.wait())
-    serving = asyncio.ensure_future(server.wait())
-    await asyncio.wait({waiting, serving}, return_when=asyncio.FIRST_COMPLETED)
-    waiting.cancel()
-    log.info("Noctaya gateway shutting down")
-    await server.stop()
-    return 0
+    run: Callable[[Mapping[str, str]], int] = importlib.import_module(entry).run
+    return run(os.environ)

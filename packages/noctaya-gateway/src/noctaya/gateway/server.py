@@ -19,7 +19,7 @@ from hypercorn.asyncio import serve
 from hypercorn.config import Config as HypercornConfig
 from noctaya.core.plan import gateway_env as names
 from noctaya.core.values.listen_address import parse_listen_address
-from noctaya.gateway import client_eof, http2, tcp_close
+from noctaya.gateway import client_eof, head_timeout, http2, tcp_close
 from noctaya.gateway.addresses import with_port
 from noctaya.gateway.app import GatewayApp
 from noctaya.gateway.config import GatewayConfig
@@ -28,6 +28,7 @@ from noctaya.gateway.metrics import GatewayMetrics
 from noctaya.gateway.process import quiet_cancelled_callbacks
 from noctaya.gateway.proxy import UpstreamAborted
 from noctaya.gateway.upstream import UpstreamPool
+from noctaya.gateway.version import gateway_version
 
 if TYPE_CHECKING:
     from noctaya.gateway.reporter import DemandReporter
@@ -98,9 +99,8 @@ def hypercorn_config(config: GatewayConfig, sock: socket.socket) -> HypercornCon
     # Hypercorn has one timer for a connection with no request in progress: it bounds an idle
     # keep-alive connection and a request head still arriving alike. Go's server has no idle
     # timeout (only its 10 s ReadHeaderTimeout), and proxies pooling connections to the gateway
-    # race a short idle close into sporadic 502s, so the timer gets an idle budget, 120 s. A slow
-    # head may take that long too, but holds only its own connection: no queue slot, no demand,
-    # at most h11_max_incomplete_size buffered.
+    # race a short idle close into sporadic 502s, so the timer gets an idle budget, 120 s. A head,
+    # once begun, has its own shorter deadline (`head_timeout`).
     hc.keep_alive_timeout = config.idle_timeout
     hc.keep_alive_max_requests = 2**31
     hc.h2_max_concurrent_streams = 250
@@ -142,6 +142,7 @@ class GatewayServer:
         http2.install()
         tcp_close.install()
         client_eof.install()
+        head_timeout.install()
         quiet_cancelled_callbacks(asyncio.get_running_loop())
         reporter = self._reporter() if self.config.demand_aggregator_url else None
         tls = self._scaler_tls() if reporter is None and self._serve_scaler else None
@@ -229,12 +230,3 @@ class GatewayServer:
         """Until the HTTP server ends (after `stop()` or on a fatal server error)."""
         if self._serving is not None:
             await asyncio.shield(self._serving)
-
-
-def gateway_version() -> str:
-    from importlib.metadata import PackageNotFoundError, version
-
-    try:
-        return version("noctaya-gateway")
-    except PackageNotFoundError:
-        return "dev"

@@ -10,8 +10,10 @@ from __future__ import annotations
 
 import enum
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
-from noctaya.core.plan.gateway import GatewayPlan
+if TYPE_CHECKING:  # the gateway reads these names without the API models behind a plan
+    from noctaya.core.plan.gateway import GatewayPlan
 
 BACKEND_URL = "NOCTAYA_BACKEND_URL"
 LISTEN_ADDR = "NOCTAYA_LISTEN_ADDR"

@@ -9,12 +9,13 @@ from __future__ import annotations
 import math
 import re
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from noctaya.core.values.go_text import go_quote
-from noctaya.core.values.text_form import text_form_schema
-from pydantic import GetCoreSchemaHandler
-from pydantic_core import core_schema
+
+if TYPE_CHECKING:  # pydantic is imported only by whoever validates models with this type
+    from pydantic import GetCoreSchemaHandler
+    from pydantic_core import core_schema
 
 _UNITS_NS: dict[str, int] = {
     "ns": 1,
@@ -84,6 +85,8 @@ class Duration:
     def __get_pydantic_core_schema__(
         cls, source: type[Any], handler: GetCoreSchemaHandler
     ) -> core_schema.CoreSchema:
+        from noctaya.core.values.text_form import text_form_schema
+
         def validate(value: Any) -> Duration:
             if isinstance(value, Duration):
                 return value

@@ -10,11 +10,11 @@ import re
 from dataclasses import dataclass
 from decimal import MAX_EMAX, MAX_PREC, MIN_EMIN, ROUND_UP, Decimal, localcontext
 from enum import Enum
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from noctaya.core.values.text_form import text_form_schema
-from pydantic import GetCoreSchemaHandler
-from pydantic_core import core_schema
+if TYPE_CHECKING:  # pydantic is imported only by whoever validates models with this type
+    from pydantic import GetCoreSchemaHandler
+    from pydantic_core import core_schema
 
 _BINARY = {"Ki": 1, "Mi": 2, "Gi": 3, "Ti": 4, "Pi": 5, "Ei": 6}
 _DECIMAL = {"n": -9, "u": -6, "m": -3, "": 0, "k": 3, "M": 6, "G": 9, "T": 12, "P": 15, "E": 18}
@@ -85,6 +85,8 @@ class Quantity:
     def __get_pydantic_core_schema__(
         cls, source: type[Any], handler: GetCoreSchemaHandler
     ) -> core_schema.CoreSchema:
+        from noctaya.core.values.text_form import text_form_schema
+
         def validate(value: Any) -> Quantity:
             if isinstance(value, Quantity):
                 return value

@@ -11,7 +11,7 @@ from noctaya.gateway import process
 from noctaya.gateway.addresses import with_port
 from noctaya.gateway.aggregator.config import load_config
 from noctaya.gateway.aggregator.server import AggregatorServer
-from noctaya.gateway.server import gateway_version
+from noctaya.gateway.version import gateway_version
 
 SHUTDOWN_TIMEOUT_SECONDS = 20.0
 

@@ -1,0 +1,85 @@
+"""Each `noctaya-gateway` mode imports what it needs and nothing else: idle RSS is mostly
+imported code, so a stray import (the aggregator pulling in the proxy stack, the gateway pulling
+in the aggregator or the API models) shows up as memory in every replica.
+
+Each check imports a mode's entry module in a fresh interpreter and reads `sys.modules`.
+"""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+
+import pytest
+from noctaya.gateway.cli import MODE_ENTRIES
+
+LIST_MODULES = (
+    "import importlib, json, sys\n"
+    "importlib.import_module(sys.argv[1])\n"
+    "print(json.dumps(sorted(sys.modules)))\n"
+)
+API_MODELS = ("pydantic", "pydantic_core", "noctaya.core.api")
+PROXY_STACK = (
+    "hypercorn",
+    "h2",
+    "noctaya.gateway.server",
+    "noctaya.gateway.app",
+    "noctaya.gateway.proxy",
+)
+SCALER_STACK = ("grpc", "google.protobuf")  # imported when the scaler starts, not before
+REPORTER_STACK = ("aiohttp", "noctaya.gateway.reporter")  # only with several gateways
+AGGREGATOR = ("noctaya.gateway.aggregator",)
+
+
+def imported_by(module: str) -> set[str]:
+    result = subprocess.run(
+        [sys.executable, "-c", LIST_MODULES, module],
+        capture_output=True,
+        text=True,
+        check=True,
+        timeout=120,
+    )
+    return set(json.loads(result.stdout))
+
+
+def present(modules: set[str], packages: tuple[str, ...]) -> list[str]:
+    return sorted(
+        name
+        for name in modules
+        if any(name == package or name.startswith(package + ".") for package in packages)
+    )
+
+
+@pytest.mark.parametrize(
+    ("module", "absent"),
+    [
+        (
+            "noctaya.gateway.cli",
+            API_MODELS + PROXY_STACK + SCALER_STACK + REPORTER_STACK + AGGREGATOR,
+        ),
+        (
+            MODE_ENTRIES["gateway"],
+            API_MODELS + SCALER_STACK + REPORTER_STACK + AGGREGATOR,
+        ),
+        (MODE_ENTRIES["aggregator"], API_MODELS + PROXY_STACK + REPORTER_STACK),
+    ],
+    ids=["cli", "gateway", "aggregator"],
+)
+def test_a_mode_imports_only_what_it_needs(module: str, absent: tuple[str, ...]) -> None:
+    assert present(imported_by(module), absent) == []
+
+
+@pytest.mark.parametrize(
+    ("module", "needed"),
+    [
+        (MODE_ENTRIES["gateway"], ("hypercorn", "noctaya.gateway.proxy", "prometheus_client")),
+        (MODE_ENTRIES["aggregator"], ("grpc", "h11", "noctaya.gateway.aggregator.server")),
+    ],
+    ids=["gateway", "aggregator"],
+)
+def test_a_mode_entry_imports_its_own_stack(module: str, needed: tuple[str, ...]) -> None:
+    """The absent-checks above are only meaningful if each entry loads its own stack."""
+    modules = imported_by(module)
+
+    assert [package for package in needed if not present(modules, (package,))] == []
