@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # The images' root filesystems from Debian bookworm's packages, unpacked without running their
 # maintainer scripts, so no shell is needed in them. Python is Debian's python3.11 (the
-# interpreter is pinned by the Debian release), run by an unprivileged user.
+# interpreter is pinned by the Debian release), run by an unprivileged user. libstdc++ is for
+# grpcio's extension.
 #
 # Usage: build-rootfs.sh ROOTFS SHELL
 #   ROOTFS  the main image's root filesystem (created; must not exist)
@@ -20,7 +21,7 @@ fi
 
 # Nothing runs inside the tree while it is unpacked, so nothing is mounted in it.
 mmdebstrap --quiet --variant=extract --skip=chroot/mount \
-  --include=python3.11-minimal,libpython3.11-stdlib,busybox \
+  --include=python3.11-minimal,libpython3.11-stdlib,libstdc++6,busybox \
   bookworm "$rootfs"
 
 # mmdebstrap unpacks dpkg and tar into every tree; an image is replaced, never upgraded in place.

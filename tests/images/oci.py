@@ -1,0 +1,102 @@
+"""Reading the OCI archives images/build.sh writes, and running commands from them with runc.
+
+An archive is checked the way a runtime would trust it: every descriptor's digest and size
+against its blob. Commands run through `umoci unpack`'s runtime bundle, so they get the user,
+environment and working directory the image config declares, as under containerd.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import subprocess
+import tarfile
+import uuid
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+TIMEOUT = 120
+
+
+@dataclass(frozen=True)
+class Layout:
+    """An OCI image layout holding one image, as images/build.sh archives it."""
+
+    root: Path
+
+    def blob(self, descriptor: dict[str, Any]) -> bytes:
+        algorithm, digest = str(descriptor["digest"]).split(":", 1)
+        data: bytes = (self.root / "blobs" / algorithm / digest).read_bytes()
+        assert len(data) == descriptor["size"], f"{descriptor['digest']}: size differs"
+        assert hashlib.new(algorithm, data).hexdigest() == digest, f"{digest}: digest differs"
+        return data
+
+    def json_blob(self, descriptor: dict[str, Any]) -> Any:
+        return json.loads(self.blob(descriptor))
+
+    @property
+    def index(self) -> Any:
+        return json.loads((self.root / "index.json").read_text())
+
+    @property
+    def descriptor(self) -> dict[str, Any]:
+        (descriptor,) = self.index["manifests"]
+        return dict(descriptor)
+
+    @property
+    def manifest(self) -> Any:
+        return self.json_blob(self.descriptor)
+
+    @property
+    def config(self) -> Any:
+        return self.json_blob(self.manifest["config"])
+
+
+def extract(archive: Path, into: Path) -> Layout:
+    with tarfile.open(archive) as tar:
+        tar.extractall(into, filter="data")
+    return Layout(into)
+
+
+@dataclass(frozen=True)
+class Bundle:
+    """A runtime bundle unpacked from an image: its root filesystem and runc config."""
+
+    root: Path
+
+    @property
+    def rootfs(self) -> Path:
+        return self.root / "rootfs"
+
+    def run(self, *args: str) -> subprocess.CompletedProcess[str]:
+        """Run args in a fresh container of the image (read-only root, the image's user)."""
+        config = json.loads((self.root / "config.json").read_text())
+        config["process"]["terminal"] = False
+        config["process"]["args"] = list(args)
+        config["root"] = {"path": str(self.rootfs), "readonly": True}
+        name = f"noctaya-images-{uuid.uuid4().hex[:12]}"
+        bundle = self.root.parent / name
+        bundle.mkdir()
+        (bundle / "config.json").write_text(json.dumps(config))
+        try:
+            return subprocess.run(
+                ["runc", "run", "--bundle", str(bundle), name],
+                stdin=subprocess.DEVNULL,
+                capture_output=True,
+                text=True,
+                timeout=TIMEOUT,
+                check=False,
+            )
+        finally:
+            subprocess.run(["runc", "delete", "--force", name], capture_output=True, check=False)
+
+
+def unpack(layout: Layout, tag: str, into: Path) -> Bundle:
+    subprocess.run(
+        ["umoci", "unpack", "--image", f"{layout.root}:{tag}", str(into)],
+        check=True,
+        capture_output=True,
+        timeout=TIMEOUT,
+    )
+    return Bundle(into)
