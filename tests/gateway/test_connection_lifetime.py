@@ -11,6 +11,7 @@ from collections.abc import Awaitable, Callable
 
 import aiohttp
 import pytest
+from noctaya.gateway import head_timeout
 
 from .conftest import StartGateway
 from .h2_client import RawH2, request_headers
@@ -38,6 +39,8 @@ async def _answered(port: int) -> tuple[asyncio.StreamReader, asyncio.StreamWrit
 async def _closed_by_server(reader: asyncio.StreamReader) -> bool:
     try:
         return await asyncio.wait_for(reader.read(), LET_GO) == b""
+    except ConnectionResetError:
+        return True
     except TimeoutError:
         return False
 
@@ -153,3 +156,56 @@ async def test_a_client_half_closing_during_a_cold_wait_is_gone_and_its_connecti
     finally:
         writer.close()
     await _back_to(pid, baseline)
+
+
+async def _trickled_head(port: int) -> float:
+    """Seconds until the gateway closes a connection whose request head never ends (inf: never
+    within LET_GO)."""
+    loop = asyncio.get_running_loop()
+    reader, writer = await asyncio.open_connection("127.0.0.1", port)
+    began = loop.time()
+    writer.write(b"POST /v1/completions HTTP/1.1\r\nHost: x\r\n")
+
+    async def trickle() -> None:
+        while not writer.is_closing():
+            await asyncio.sleep(0.1)
+            writer.write(b"X-Slow: a\r\n")
+
+    trickling = asyncio.ensure_future(trickle())
+    try:
+        return loop.time() - began if await _closed_by_server(reader) else float("inf")
+    finally:
+        trickling.cancel()
+        writer.close()
+
+
+async def test_a_request_head_still_arriving_at_the_head_timeout_is_closed(
+    engine: Engine, start_gateway: StartGateway, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Trickled headers once held their connections for the whole 120 s idle budget."""
+    monkeypatch.setattr(head_timeout, "HEAD_TIMEOUT", 0.5)
+    gateway = await start_gateway(engine.url)
+    held = await asyncio.gather(*(_trickled_head(gateway.server.port) for _ in range(20)))
+    assert all(0.5 <= seconds < LET_GO for seconds in held), held
+    assert engine.requests == []
+
+
+async def test_heads_within_the_head_timeout_and_idle_connections_are_untouched(
+    engine: Engine, start_gateway: StartGateway, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The head deadline starts at a head's first byte: a connection idle for longer between
+    requests keeps the keep-alive budget."""
+    monkeypatch.setattr(head_timeout, "HEAD_TIMEOUT", 0.5)
+    gateway = await start_gateway(engine.url)
+    reader, writer = await asyncio.open_connection("127.0.0.1", gateway.server.port)
+    try:
+        for _ in range(2):
+            writer.write(HEALTHZ[:20])
+            await asyncio.sleep(0.2)  # a head in two parts, well within its deadline
+            writer.write(HEALTHZ[20:])
+            head = await asyncio.wait_for(reader.readuntil(b"\r\n\r\n"), LET_GO)
+            assert head.startswith(b"HTTP/1.1 200")
+            await asyncio.sleep(1.0)  # idle for twice the head timeout
+        assert not reader.at_eof()
+    finally:
+        writer.close()

@@ -9,13 +9,14 @@ import hypercorn.protocol
 import hypercorn.protocol.h2
 import pytest
 from hypercorn.asyncio.tcp_server import TCPServer
-from noctaya.gateway import client_eof, http2, hypercorn_version, tcp_close
+from noctaya.gateway import client_eof, head_timeout, http2, hypercorn_version, tcp_close
 from noctaya.gateway.hypercorn_version import UntestedHypercorn
 
 
 def _patched() -> tuple[object, ...]:
     return (
         vars(hypercorn.protocol)["H2Protocol"],
+        vars(hypercorn.protocol)["H11Protocol"],
         hypercorn.protocol.h2.StreamBuffer,
         TCPServer._close,
         TCPServer._read_data,
@@ -26,8 +27,8 @@ def _patched() -> tuple[object, ...]:
 @pytest.mark.parametrize("found", ["0.19.0", "0.17.3", "1.0", "0.18rc1", "dev"])
 @pytest.mark.parametrize(
     "install",
-    [http2.install, tcp_close.install, client_eof.install],
-    ids=["http2", "tcp_close", "client_eof"],
+    [http2.install, tcp_close.install, client_eof.install, head_timeout.install],
+    ids=["http2", "tcp_close", "client_eof", "head_timeout"],
 )
 def test_patches_refuse_an_untested_hypercorn_and_change_nothing(
     monkeypatch: pytest.MonkeyPatch, found: str, install: Callable[[], None]
@@ -49,4 +50,6 @@ def test_patches_install_on_the_tested_line(monkeypatch: pytest.MonkeyPatch, fou
     http2.install()
     tcp_close.install()
     client_eof.install()
+    head_timeout.install()
     assert vars(hypercorn.protocol)["H2Protocol"] is http2.GatewayH2Protocol
+    assert vars(hypercorn.protocol)["H11Protocol"] is head_timeout.GatewayH11Protocol

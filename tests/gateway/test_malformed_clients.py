@@ -123,7 +123,7 @@ async def test_lying_content_length_is_cut_off_by_the_client_closing(
 
 def test_idle_keep_alive_connections_are_kept_two_minutes_not_the_header_budget() -> None:
     """Go's server has no idle timeout; a proxy pooling connections to the gateway must not race
-    a 10 s close. Hypercorn's one timer (idle and unfinished heads alike) is therefore 120 s."""
+    a 10 s close. Hypercorn's idle timer is therefore 120 s; a begun head has its own 10 s."""
     with socket.socket() as sock:
         served = hypercorn_config(GatewayConfig(backend_url="http://backend:8000"), sock)
     assert served.keep_alive_timeout == 120
@@ -132,8 +132,8 @@ def test_idle_keep_alive_connections_are_kept_two_minutes_not_the_header_budget(
 async def test_slow_request_heads_hold_their_own_connections_and_nothing_else(
     engine: Engine, start_gateway: StartGateway, http: aiohttp.ClientSession
 ) -> None:
-    """Clients trickling endless headers (allowed up to the 120 s idle budget) take no queue
-    slot and no demand: with a queue of one, a real request is served beside them."""
+    """Clients trickling endless headers (allowed up to the head timeout) take no queue slot and
+    no demand: with a queue of one, a real request is served beside them."""
     gateway = await start_gateway(engine.url, max_queue=1)
     writers = []
     try:
