@@ -53,6 +53,7 @@ docs: sync
 	.venv/bin/noctaya docs api-reference --output docs/reference/api.md
 	.venv/bin/noctaya docs operator-flags --output docs/operations/operator-flags.md
 	.venv/bin/python hack/gen-metrics-docs.py
+	.venv/bin/python hack/gen-metrics-docs.py --page gateway-settings
 	.venv/bin/mkdocs build --strict -d site
 
 proto: sync

@@ -1,7 +1,8 @@
 """The generated pages are current: each fails when the code changes without them.
 
-The API reference and the operator's flags come from `noctaya docs`; the metrics page comes
-from hack/gen-metrics-docs.py, which alone may import both the operator and the gateway.
+The API reference and the operator's flags come from `noctaya docs`; the metrics and gateway
+settings pages come from hack/gen-metrics-docs.py, which alone may import both the operator and
+the gateway.
 """
 
 from __future__ import annotations
@@ -19,7 +20,11 @@ COMMITTED = {
     "api-reference": REPO / "docs" / "reference" / "api.md",
     "operator-flags": REPO / "docs" / "operations" / "operator-flags.md",
 }
-METRICS = REPO / "docs" / "operations" / "metrics.md"
+SCRIPT_PAGES = {
+    "metrics": REPO / "docs" / "operations" / "metrics.md",
+    "gateway-settings": REPO / "docs" / "operations" / "gateway-settings.md",
+}
+"""`hack/gen-metrics-docs.py --page <page>` → the committed page."""
 
 
 def test_every_generated_page_is_committed() -> None:
@@ -39,15 +44,18 @@ def test_committed_page_is_what_noctaya_docs_writes(
     )
 
 
-def test_committed_metrics_page_is_what_the_registries_export(tmp_path: Path) -> None:
-    output = tmp_path / "metrics.md"
+@pytest.mark.parametrize("page", sorted(SCRIPT_PAGES))
+def test_committed_page_is_what_the_gateway_code_declares(page: str, tmp_path: Path) -> None:
+    output = tmp_path / f"{page}.md"
     subprocess.run(
-        [sys.executable, REPO / "hack" / "gen-metrics-docs.py", "--output", output],
+        [sys.executable, REPO / "hack" / "gen-metrics-docs.py", "--page", page, "--output", output],
         check=True,
         timeout=120,
     )
-    assert METRICS.read_text(encoding="utf-8") == output.read_text(encoding="utf-8"), (
-        "docs/operations/metrics.md is stale: run `python hack/gen-metrics-docs.py` and commit it"
+    committed = SCRIPT_PAGES[page]
+    assert committed.read_text(encoding="utf-8") == output.read_text(encoding="utf-8"), (
+        f"{committed.relative_to(REPO)} is stale: run "
+        f"`python hack/gen-metrics-docs.py --page {page}` and commit it"
     )
 
 
