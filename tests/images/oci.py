@@ -12,6 +12,8 @@ import json
 import subprocess
 import tarfile
 import uuid
+from collections.abc import Iterator, Mapping
+from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -69,19 +71,32 @@ class Bundle:
     def rootfs(self) -> Path:
         return self.root / "rootfs"
 
-    def run(self, *args: str) -> subprocess.CompletedProcess[str]:
-        """Run args in a fresh container of the image (read-only root, the image's user)."""
+    def _container(
+        self, args: list[str] | None, env: Mapping[str, str], host_network: bool
+    ) -> tuple[str, list[str]]:
+        """A container's name and runc command line; args None keeps the image entrypoint."""
         config = json.loads((self.root / "config.json").read_text())
-        config["process"]["terminal"] = False
-        config["process"]["args"] = list(args)
+        process = config["process"]
+        process["terminal"] = False
+        if args is not None:
+            process["args"] = args
+        process["env"] += [f"{name}={value}" for name, value in env.items()]
         config["root"] = {"path": str(self.rootfs), "readonly": True}
+        if host_network:
+            namespaces = config["linux"]["namespaces"]
+            config["linux"]["namespaces"] = [ns for ns in namespaces if ns["type"] != "network"]
         name = f"noctaya-images-{uuid.uuid4().hex[:12]}"
         bundle = self.root.parent / name
         bundle.mkdir()
         (bundle / "config.json").write_text(json.dumps(config))
+        return name, ["runc", "run", "--bundle", str(bundle), name]
+
+    def run(self, *args: str) -> subprocess.CompletedProcess[str]:
+        """Run args in a fresh container of the image (read-only root, the image's user)."""
+        name, command = self._container(list(args), {}, host_network=False)
         try:
             return subprocess.run(
-                ["runc", "run", "--bundle", str(bundle), name],
+                command,
                 stdin=subprocess.DEVNULL,
                 capture_output=True,
                 text=True,
@@ -89,7 +104,27 @@ class Bundle:
                 check=False,
             )
         finally:
-            subprocess.run(["runc", "delete", "--force", name], capture_output=True, check=False)
+            _delete(name)
+
+    @contextmanager
+    def serving(self, env: Mapping[str, str]) -> Iterator[subprocess.Popen[bytes]]:
+        """The image's entrypoint in a container on the host's network, killed on exit."""
+        name, command = self._container(None, env, host_network=True)
+        process = subprocess.Popen(
+            command, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.STDOUT
+        )
+        try:
+            yield process
+        finally:
+            subprocess.run(["runc", "kill", name, "KILL"], capture_output=True, check=False)
+            process.communicate(timeout=TIMEOUT)
+            _delete(name)
+
+
+def _delete(name: str) -> None:
+    subprocess.run(
+        ["runc", "delete", "--force", name], capture_output=True, check=False, timeout=TIMEOUT
+    )
 
 
 def unpack(layout: Layout, tag: str, into: Path) -> Bundle:

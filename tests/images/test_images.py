@@ -4,12 +4,16 @@ labels, every command runnable as the image's user, and no shell in the main ima
 from __future__ import annotations
 
 import configparser
+import json
 import re
 import subprocess
+import time
+import urllib.request
 from pathlib import Path
 
 import pytest
 from packaging.requirements import Requirement
+from support.ports import free_port
 from support.vendor_plugins import clean_environment, uv
 
 from .conftest import IMAGES, REPO, release
@@ -22,6 +26,7 @@ ENTRYPOINTS = {MAIN: ["noctaya-gateway"], ENGINE_STUB: ["noctaya-engine-stub"]}
 SITE_PACKAGES = "opt/noctaya/lib/python3.11/site-packages"
 SHELLS = ("sh", "bash", "dash", "ash", "busybox", "zsh")
 MAX_MAIN_PULL_BYTES = 200 * 1024 * 1024
+STARTUP_TIMEOUT = 60
 
 
 def labels_env() -> dict[str, str]:
@@ -144,6 +149,36 @@ def test_the_engine_stub_image_keeps_the_backend_contract(bundles: dict[str, Bun
     done = bundle.run("/bin/sh", "-c", "sleep 0 && python3 -c 'import huggingface_hub'")
     assert done.returncode == 0, done.stderr
     assert bundle.run("noctaya-engine-stub", "--help").returncode == 0
+
+
+def test_the_engine_stub_image_serves_a_streamed_chat_completion(
+    bundles: dict[str, Bundle],
+) -> None:
+    port = free_port()
+    base = f"http://127.0.0.1:{port}"
+    env = {"STUB_LISTEN_ADDR": f"127.0.0.1:{port}", "STUB_TOKEN_COUNT": "3"}
+    with bundles[ENGINE_STUB].serving(env) as container:
+        deadline = time.monotonic() + STARTUP_TIMEOUT
+        while not _healthy(f"{base}/health"):
+            assert container.poll() is None, container.communicate()[0].decode()
+            assert time.monotonic() < deadline, "the engine stub did not get healthy"
+            time.sleep(0.1)
+        body = json.dumps({"model": "m", "stream": True, "messages": []}).encode()
+        request = urllib.request.Request(
+            f"{base}/v1/chat/completions", body, {"Content-Type": "application/json"}
+        )
+        with urllib.request.urlopen(request, timeout=STARTUP_TIMEOUT) as response:
+            stream = response.read().decode()
+    assert all(f"tok{n}" in stream for n in range(3)), stream
+    assert stream.rstrip().endswith("data: [DONE]"), stream
+
+
+def _healthy(url: str) -> bool:
+    try:
+        with urllib.request.urlopen(url, timeout=1) as response:
+            return bool(response.status == 200)
+    except OSError:
+        return False
 
 
 def test_the_image_holds_the_locked_dependencies_and_the_repository_wheels_only(
