@@ -10,20 +10,8 @@ from pathlib import Path
 
 from . import host, layout
 
-_BOX_COMMANDS = {
-    "containerd",
-    "containerd-shim",
-    "containerd-shim-runc-v2",
-    "runc",
-    "kubelet",
-    "kube-proxy",
-    "kube-scheduler",
-    "kube-controller-manager",
-    "coredns",
-    "keda",
-    "keda-adapter",
-    "box-agent",
-}
+# Host links the box makes or could leak: its veth end, and what lives inside it.
+_BOX_LINKS = frozenset({layout.HOST_LINK, "cni0", "services"})
 
 
 @dataclass(frozen=True)
@@ -36,10 +24,11 @@ class HostTraces:
     cgroups: frozenset[str]
     kernel_settings: tuple[tuple[str, str], ...]
     box_run_folder: bool
+    netns_folder: bool
 
 
 def host_traces(folders: layout.Folders) -> HostTraces:
-    """Processes and mounts that name the box, namespaces, links, the host's iptables rules
+    """Processes and mounts of the box, its namespaces and links, the host's iptables rules
     (counters dropped), the box's cgroup root and the kernel settings the kubelet changes."""
     markers = (str(folders.root), layout.NAME)
     return HostTraces(
@@ -49,10 +38,12 @@ def host_traces(folders: layout.Folders) -> HostTraces:
             for line in Path("/proc/self/mountinfo").read_text().splitlines()
             if any(marker in line for marker in markers)
         ),
-        network_namespaces=frozenset(os.listdir(host.NETNS_DIR))
-        if host.NETNS_DIR.exists()
-        else frozenset(),
-        links=frozenset(os.listdir("/sys/class/net")),
+        network_namespaces=frozenset(
+            name
+            for name in (os.listdir(host.NETNS_DIR) if host.NETNS_DIR.exists() else ())
+            if name == layout.NAME or name.startswith("cni-")  # containerd's default names
+        ),
+        links=_BOX_LINKS & frozenset(os.listdir("/sys/class/net")),
         iptables_rules=tuple(
             line
             for line in _output("iptables-save").splitlines()
@@ -63,10 +54,14 @@ def host_traces(folders: layout.Folders) -> HostTraces:
             (name, (Path("/proc/sys") / name).read_text().strip()) for name in host.KERNEL_SETTINGS
         ),
         box_run_folder=folders.run.exists(),
+        netns_folder=host.NETNS_DIR.exists(),
     )
 
 
 def _box_processes(markers: tuple[str, ...]) -> list[str]:
+    """Processes in the box (its namespace or cgroups) or naming it on their command line;
+    other programs of the same name (another suite's runc, say) are not the box's."""
+    in_box = set(host.box_pids())
     found = []
     for entry in Path("/proc").iterdir():
         if not entry.name.isdigit():
@@ -76,7 +71,7 @@ def _box_processes(markers: tuple[str, ...]) -> list[str]:
             name = (entry / "comm").read_text().strip()
         except OSError:
             continue
-        if name in _BOX_COMMANDS or any(marker in command for marker in markers):
+        if int(entry.name) in in_box or any(marker in command for marker in markers):
             found.append(f"{entry.name} {name}: {command.strip()}")
     return found
 
