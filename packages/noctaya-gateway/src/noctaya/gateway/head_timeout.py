@@ -3,8 +3,8 @@
 Hypercorn 0.18 has one timer for a connection with no request in progress: 120 s here, so that
 proxies pooling idle connections do not race a close. A head still arriving got as long, so a
 client trickling header bytes held its connection, its task and up to `h11_max_incomplete_size`
-of buffer for two minutes, and one peer could hold thousands. Like Go's ReadHeaderTimeout (10 s in
-the reference), a head must now be complete within `HEAD_TIMEOUT` of its first byte arriving;
+of buffer for two minutes, and one peer could hold thousands. Like a Go server's ReadHeaderTimeout,
+a head must now be complete within `HEAD_TIMEOUT` of its first byte arriving;
 past that the connection is closed without an answer, as Go does (h11 can answer only a request
 it has read). Idle connections keep the keep-alive budget.
 """
