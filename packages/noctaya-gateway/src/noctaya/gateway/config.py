@@ -156,6 +156,13 @@ GATEWAY_SETTINGS = (
         "`spec.endpoint.authentication.secretRef`; unset, no authentication.",
     ),
     Setting(
+        names.DEMAND_AUTH_TOKEN_FILE,
+        "",
+        f"path of a file, as for the aggregator; required with `{names.DEMAND_AGGREGATOR_URL}`",
+        "The token that authenticates this replica's demand reports; re-read for every report.",
+    ),
+    *SCALER_TLS_SETTINGS,
+    Setting(
         names.MAX_REQUEST_BODY,
         f"{DEFAULT_MAX_REQUEST_BODY // MIB}Mi",
         "positive whole number of bytes as a Kubernetes quantity (`8Mi`, `10000000`); "
@@ -190,15 +197,9 @@ GATEWAY_SETTINGS = (
         _STRICT_DURATION,
         "How long a response head the backend has begun may take to be complete, else 504.",
     ),
-    Setting(
-        names.DEMAND_AUTH_TOKEN_FILE,
-        "",
-        f"path of a file, as for the aggregator; required with `{names.DEMAND_AGGREGATOR_URL}`",
-        "The token that authenticates this replica's demand reports; re-read for every report.",
-    ),
-    *SCALER_TLS_SETTINGS,
 )
-"""Every variable of `--mode=gateway`, in the order the operator renders them."""
+"""Every variable of `--mode=gateway`: those the operator sets, in its order, then the limits it
+leaves at their defaults."""
 
 
 @dataclass(frozen=True)
