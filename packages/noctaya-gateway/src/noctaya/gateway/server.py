@@ -42,9 +42,9 @@ DRAIN_ANSWER_MARGIN = 1.0
 
 class _ServerLogFilter(logging.Filter):
     """Hypercorn's log as Go's server would write it. No "Running on" banner: the gateway logs
-    the reference's "listening on" line itself. A backend failing mid-response aborts the client
-    exchange by raising out of the app, which hypercorn logs with a traceback: keep one line,
-    like Go's ReverseProxy does."""
+    its own "listening on" line, with its version and backend. A backend failing mid-response
+    aborts the client exchange by raising out of the app, which hypercorn logs with a traceback:
+    keep one line, like Go's ReverseProxy does."""
 
     def filter(self, record: logging.LogRecord) -> bool:
         if isinstance(record.msg, str) and record.msg.startswith("Running on "):
