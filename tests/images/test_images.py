@@ -5,7 +5,9 @@ from __future__ import annotations
 
 import configparser
 import json
+import os
 import re
+import shutil
 import subprocess
 import time
 import urllib.request
@@ -17,6 +19,7 @@ from support.ports import free_port
 from support.vendor_plugins import clean_environment, uv
 
 from .conftest import IMAGES, REPO, release
+from .containerd import private_containerd
 from .oci import Bundle, Layout
 
 pytestmark = pytest.mark.images
@@ -212,6 +215,28 @@ def test_the_image_holds_the_locked_dependencies_and_the_repository_wheels_only(
         return {(re.sub(r"[-_.]+", "-", name).lower(), version) for name, version in pairs}
 
     assert normal(installed) == normal(locked | ours)
+
+
+def test_ctr_imports_each_archive_under_its_release_name(
+    built_images: dict[str, Path], layouts: dict[str, Layout], tmp_path: Path
+) -> None:
+    if shutil.which("containerd") is None or shutil.which("ctr") is None:
+        reason = "containerd missing: run `apt-get install containerd`"
+        if os.environ.get("CI") == "true":
+            pytest.fail(reason)
+        pytest.skip(reason)
+    with private_containerd(tmp_path) as socket:
+        ctr = ("ctr", "--address", str(socket))
+        for path in built_images.values():
+            subprocess.run([*ctr, "images", "import", str(path)], check=True, timeout=300)
+        listed = subprocess.run(
+            [*ctr, "images", "ls"], check=True, capture_output=True, text=True, timeout=60
+        ).stdout
+    names = {line.split()[0]: line.split()[2] for line in listed.splitlines()[1:]}
+    assert names == {
+        f"ghcr.io/noctaya/{image}:{release()}": layout.descriptor["digest"]
+        for image, layout in layouts.items()
+    }
 
 
 def test_the_dockerfile_builds_what_build_sh_builds(layouts: dict[str, Layout]) -> None:
