@@ -37,9 +37,12 @@ lint: sync
 	.venv/bin/ruff check .
 	.venv/bin/mypy packages/noctaya-core/src
 
-test: sync control-plane helm test-packages lint
+# The e2e tests (tests/e2e, in the single-node cluster) run after the rest of the suite, which
+# deselects them (pyproject.toml addopts).
+test: sync control-plane helm test-packages cluster lint
 	bash hack/fetch-keda-crds.sh
 	.venv/bin/pytest
+	.venv/bin/pytest -m e2e tests/e2e
 
 demo: sync
 	.venv/bin/python -m noctaya.gateway.local.demo examples/local/engine-stub.yaml
