@@ -187,6 +187,28 @@ def test_informer_lists_existing_objects_then_delivers_create_update_and_delete(
     assert cached["kind"] == "ConfigMap"
 
 
+def test_cached_objects_leave_out_managed_fields_listed_or_watched(
+    api_client: k8s_client.ApiClient,
+    core: k8s_client.CoreV1Api,
+    namespace: str,
+    start_informer: Any,
+) -> None:
+    """The cache of 1,000 services' objects stays bounded by what they say, not by the
+    server-side apply bookkeeping the API server keeps beside it."""
+    core.create_namespaced_config_map(namespace, config_map("listed", {"v": "1"}))
+    informer, recorder = start_informer(api_client, WatchTarget(CONFIG_MAPS, namespace))
+    core.create_namespaced_config_map(namespace, config_map("watched", {"v": "1"}))
+    recorder.wait_for(("add", "listed", {"v": "1"}), ("add", "watched", {"v": "1"}))
+    server = core.read_namespaced_config_map("watched", namespace)
+    assert server.metadata.managed_fields, "the API server keeps managedFields for this object"
+
+    cached = {obj["metadata"]["name"]: obj["metadata"] for obj in informer.store.list()}
+
+    assert set(cached) == {"listed", "watched"}
+    assert [name for name, meta in cached.items() if "managedFields" in meta] == []
+    assert cached["watched"]["resourceVersion"] == server.metadata.resource_version
+
+
 def test_informer_sees_only_its_namespace_and_label_selector(
     api_client: k8s_client.ApiClient,
     core: k8s_client.CoreV1Api,

@@ -23,7 +23,7 @@ from noctaya.core.create_once import (
 from noctaya.core.errors import NoctayaError
 from noctaya.k8s.kinds import kind_of
 from noctaya.k8s.reader import ApiReader, KubeObject, Reader
-from noctaya.k8s.runtime.resources import ResourceKind, ResourceResolver
+from noctaya.k8s.runtime.resources import ResourceKind, ResourceResolver, read_json
 
 FIELD_MANAGER = "noctaya-operator"
 APPLIED_HASH_ANNOTATION = "serving.noctaya.io/applied-hash"
@@ -129,14 +129,16 @@ class Applier:
             if contains(live, obj):
                 return live
         client, resource = self._api(kind_of(obj))
+        # The raw JSON: the client's ResourceInstance wrapping costs more than the request.
         applied = client.server_side_apply(
             resource,
             body=obj,
             namespace=obj["metadata"]["namespace"],
             field_manager=FIELD_MANAGER,
             force_conflicts=True,
+            serialize=False,
         )
-        return dict(applied.to_dict())
+        return read_json(applied)
 
     def create_once(self, obj: KubeObject, owner: KubeObject, reason: str) -> KubeObject:
         """Create, or accept an existing object only if this service controls it unchanged."""
@@ -147,8 +149,8 @@ class Applier:
         if live is None:
             client, resource = self._api(kind)
             try:
-                return dict(
-                    client.create(resource, body=obj, namespace=meta["namespace"]).to_dict()
+                return read_json(
+                    client.create(resource, body=obj, namespace=meta["namespace"], serialize=False)
                 )
             except ConflictError:  # exists, but not (yet) in what we read: ask the server
                 live = ApiReader(self._resolver).get(kind, meta["namespace"], meta["name"])

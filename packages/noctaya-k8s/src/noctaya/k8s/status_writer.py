@@ -54,7 +54,8 @@ class StatusWriter:
         one nothing is sent at all. Returns (previous, written, object) after a write, or None
         when nothing was written (unchanged, or the service is gone).
         """
-        if same_status(live_status(seen), desired(live_status(seen))):
+        seen_status = live_status(seen)
+        if same_status(seen_status, desired(seen_status)):
             return None
         namespace, name = seen["metadata"]["namespace"], seen["metadata"]["name"]
         client = self._resolver.dynamic_client()

@@ -217,6 +217,7 @@ class Informer:
         for item in items:
             item.setdefault("apiVersion", self.target.kind.api_version)
             item.setdefault("kind", self.target.kind.kind)
+            _drop_managed_fields(item)
         diff = self.store.replace(items)
         self._resource_version = version
         self.relists += 1
@@ -290,7 +291,7 @@ class Informer:
             return
         version = str((obj.get("metadata") or {}).get("resourceVersion") or "")
         if kind in ("ADDED", "MODIFIED"):
-            old = self.store.put(obj)
+            old = self.store.put(_drop_managed_fields(obj))
             if old is None:
                 self._fire(methodcaller("on_add", obj))
             else:
@@ -325,3 +326,14 @@ class Informer:
                 call(handler)
             except Exception:
                 log.exception("event handler for %s failed", self.target)
+
+
+def _drop_managed_fields(obj: KubeObject) -> KubeObject:
+    """Server-side apply's field ownership is often the largest part of an object, and nothing
+    reading a cache needs it: cached objects go without it (as controller-runtime's
+    TransformStripManagedFields does), which bounds the cache's memory by the objects' content.
+    """
+    metadata = obj.get("metadata")
+    if isinstance(metadata, dict):
+        metadata.pop("managedFields", None)
+    return obj
