@@ -31,6 +31,7 @@ fi
 cleanup() { rm -rf "${rootfs:?}$work" "$rootfs/etc/resolv.conf" "$rootfs/dev/null"; }
 trap cleanup EXIT
 mkdir -p "$rootfs$work/dist" "$rootfs/dev"
+rm -f "$rootfs/dev/null"
 mknod -m 666 "$rootfs/dev/null" c 1 3
 cp "$uv" "$rootfs$work/uv"
 cp "${wheels[@]}" "$dist/requirements.txt" "$rootfs$work/dist/"
