@@ -43,7 +43,7 @@ from noctaya.gateway.responses import (
     send_error,
     sse_error_frame,
 )
-from noctaya.gateway.send_timeout import ClientStalled, with_send_timeout
+from noctaya.gateway.send_timeout import ClientStalled, SendDeadline
 from noctaya.gateway.upstream import UpstreamPool
 
 
@@ -94,7 +94,7 @@ class GatewayApp:
         if kind != "http":
             return
         channel = ClientChannel(receive, self.config.max_request_body)
-        send = with_send_timeout(send, self.config.client_send_timeout)
+        send = deadline = SendDeadline(send, self.config.client_send_timeout)
         http1 = scope["http_version"][0] == "1"
         if http1 and _ambiguous_framing(scope):
             # Content-Length beside Transfer-Encoding: framed by the chunks, but whatever
@@ -125,6 +125,7 @@ class GatewayApp:
             return  # the server ends the response unfinished: HTTP/1.1 closes, HTTP/2 resets
         finally:
             channel.finish()
+            deadline.close()
 
     async def _serve(
         self, scope: dict[str, Any], channel: ClientChannel, send: Send, openai: bool, http1: bool
@@ -182,19 +183,18 @@ class GatewayApp:
         openai: bool,
         committed: bool,
     ) -> None:
-        """Proxy in a child task that a client disconnect cancels (which aborts the backend
-        request, so an engine stops generating for nobody); map failures to responses."""
-        forwarding = asyncio.get_running_loop().create_task(
-            self._upstream.forward(scope, channel, body, send, committed=committed)
-        )
-        channel.cancel_on_disconnect(forwarding)
+        """Proxy in this task, which a client disconnect cancels (aborting the backend request,
+        so an engine stops generating for nobody); map failures to responses."""
+        task = asyncio.current_task()
+        assert task is not None
         try:
-            await forwarding
+            channel.cancel_on_disconnect(task)
+            try:
+                await self._upstream.forward(scope, channel, body, send, committed=committed)
+            finally:
+                channel.cancel_on_disconnect(None)
         except asyncio.CancelledError:
-            current = asyncio.current_task()
-            if forwarding.cancelled() and channel.disconnected and not (
-                current is not None and current.cancelling()
-            ):
+            if channel.cancelled_on_disconnect and task.uncancel() == 0:
                 return
             raise
         except ClientGone:
@@ -210,8 +210,6 @@ class GatewayApp:
             frame = sse_error_frame(failure.error, openai)
             await send({"type": "http.response.body", "body": frame, "more_body": False})
             return
-        finally:
-            channel.cancel_on_disconnect(None)
         if committed:
             await send({"type": "http.response.body", "body": b"", "more_body": False})
 

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+from typing import Any
 
 from noctaya.gateway.responses import Message, Receive, Send
 
@@ -31,7 +32,8 @@ class ClientChannel:
         self.failure: ClientGone | BodyTooLarge | None = None
         self._gone: asyncio.Event | None = None
         self._watcher: asyncio.Task[None] | None = None
-        self._cancel_target: asyncio.Task[object] | None = None
+        self._cancel_target: asyncio.Task[Any] | None = None
+        self.cancelled_on_disconnect = False  # the disconnect cancelled the target task
         self._finished = False
         self._reading = False  # a task is waiting in receive() for the next body message
         self._read_done: asyncio.Event | None = None
@@ -114,11 +116,15 @@ class ClientChannel:
         if self._watcher is None and self.body_complete and not self.disconnected:
             self._watcher = asyncio.get_running_loop().create_task(self._watch())
 
-    def cancel_on_disconnect(self, task: asyncio.Task[object] | None) -> None:
+    def cancel_on_disconnect(self, task: asyncio.Task[Any] | None) -> None:
         """Cancel `task` if the client goes away (None stops doing so)."""
         self._cancel_target = task
         if task is not None and self.disconnected:
-            task.cancel()
+            self._cancel(task)
+
+    def _cancel(self, task: asyncio.Task[Any]) -> None:
+        self.cancelled_on_disconnect = True
+        task.cancel()
 
     async def wait_gone(self, seconds: float) -> bool:
         """Sleep up to `seconds`, waking early (True) if the client disconnects."""
@@ -147,4 +153,4 @@ class ClientChannel:
         if self._gone is not None:
             self._gone.set()
         if self._cancel_target is not None:
-            self._cancel_target.cancel()
+            self._cancel(self._cancel_target)

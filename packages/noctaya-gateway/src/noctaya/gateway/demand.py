@@ -10,7 +10,7 @@ from noctaya.gateway.metrics import GatewayMetrics
 
 class DemandTracker:
     """Everything runs on one event loop, so a plain counter is the semaphore and publishing is
-    serialized by construction."""
+    serialized by construction. The gauges read `pending` and the published demand at scrape."""
 
     def __init__(
         self, lease: ActivationLease, feed: DemandFeed, metrics: GatewayMetrics, max_queue: int
@@ -21,7 +21,7 @@ class DemandTracker:
         self._max_queue = max_queue
         self._pending = 0
         self._published = feed.current()
-        metrics.demand.set(self._published)
+        metrics.read_demand(lambda: self._pending, lambda: self._published)
 
     @property
     def pending(self) -> int:
@@ -32,13 +32,11 @@ class DemandTracker:
         if self._pending >= self._max_queue:
             return False
         self._pending += 1
-        self._metrics.pending.set(self._pending)
         self.publish()
         return True
 
     def release(self) -> None:
         self._pending -= 1
-        self._metrics.pending.set(self._pending)
         self.publish()
 
     def current(self) -> int:
@@ -52,5 +50,4 @@ class DemandTracker:
         if self._published == 0:
             self._metrics.activation_events.inc()
         self._published = value
-        self._metrics.demand.set(value)
         self._feed.publish(value)

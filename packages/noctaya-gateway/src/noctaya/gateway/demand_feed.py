@@ -2,6 +2,7 @@
 
 Subscribers that fall behind skip intermediate values instead of queueing them: only the newest
 demand matters to a scaler, and a slow consumer must never hold memory for a fast producer.
+Demand changes with every admitted request, so a change nobody waits for allocates nothing.
 """
 
 from __future__ import annotations
@@ -13,7 +14,7 @@ from collections.abc import AsyncIterator
 class DemandFeed:
     def __init__(self, initial: int = 0) -> None:
         self._value = initial
-        self._changed = asyncio.Event()
+        self._changed: asyncio.Event | None = None  # made by the first subscriber to wait
 
     def current(self) -> int:
         return self._value
@@ -23,17 +24,20 @@ class DemandFeed:
         if value == self._value:
             return False
         self._value = value
-        changed, self._changed = self._changed, asyncio.Event()
-        changed.set()
+        if self._changed is not None:
+            self._changed.set()
+            self._changed = None
         return True
 
     async def subscribe(self) -> AsyncIterator[int]:
         """Yield the current value at once, then every later distinct value (coalesced)."""
         last: int | None = None
         while True:
-            value, changed = self._value, self._changed
+            value = self._value
             if value != last:
                 last = value
                 yield value
             else:
-                await changed.wait()
+                if self._changed is None:
+                    self._changed = asyncio.Event()
+                await self._changed.wait()

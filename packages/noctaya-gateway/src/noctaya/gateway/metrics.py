@@ -3,6 +3,8 @@ so `/metrics` shows exactly what dashboards and the example alerts rely on."""
 
 from __future__ import annotations
 
+from collections.abc import Callable
+
 from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, generate_latest
 from prometheus_client.exposition import CONTENT_TYPE_PLAIN_0_0_4
 
@@ -54,17 +56,27 @@ class GatewayMetrics:
             ["result"],
             registry=r,
         )
-        self._by_code: dict[int, Counter] = {}
+        self._uncounted: dict[int, int] = {}
+
+    def read_demand(self, pending: Callable[[], int], demand: Callable[[], int]) -> None:
+        """The gauges read admitted requests and effective demand from these when scraped."""
+        self.pending.set_function(pending)
+        self.demand.set_function(demand)
 
     def count_response(self, status: int) -> None:
-        """Count one response; children are cached because this runs on every request."""
-        child = self._by_code.get(status)
-        if child is None:
-            child = self._by_code[status] = self.requests.labels(code=str(status))
-        child.inc()
+        """Count one response (added to the counter at the next scrape)."""
+        uncounted = self._uncounted
+        if status not in uncounted:
+            self.requests.labels(code=str(status))  # the series exists from the first response
+            uncounted[status] = 0
+        uncounted[status] += 1
 
     def reject(self, reason: str) -> None:
         self.rejections.labels(reason=reason).inc()
 
     def render(self) -> bytes:
+        for status, count in self._uncounted.items():
+            if count:
+                self.requests.labels(code=str(status)).inc(count)
+                self._uncounted[status] = 0
         return generate_latest(self.registry)

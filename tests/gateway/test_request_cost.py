@@ -1,0 +1,61 @@
+"""What a request costs the gateway beyond hypercorn's own work, counted where it is exact: the
+tasks the app starts per request."""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Coroutine
+from typing import Any
+
+import aiohttp
+import pytest
+
+from .conftest import StartGateway
+from .support import Engine
+
+CHAT = {"model": "stub", "messages": [{"role": "user", "content": "hi"}]}
+HYPERCORN_IDLE_TIMER = "_idle_timeout"
+"""Hypercorn restarts a connection's keep-alive timer as a task from within a response's last
+write, so it starts in the app's task; it is the server's, not the gateway's."""
+
+
+def _count_app_tasks(monkeypatch: pytest.MonkeyPatch) -> list[str]:
+    """Names of the coroutines started as tasks, from now on, by the tasks hypercorn runs the
+    ASGI app in (not hypercorn's own per-connection tasks)."""
+    loop = asyncio.get_running_loop()
+    started: list[str] = []
+    create_task = loop.create_task
+
+    def counting(coro: Coroutine[Any, Any, Any], **kwargs: Any) -> asyncio.Task[Any]:
+        creator = asyncio.current_task()
+        name = coro.cr_code.co_qualname  # type: ignore[attr-defined]
+        if creator is not None and _runs_the_app(creator) and name != HYPERCORN_IDLE_TIMER:
+            started.append(name)
+        return create_task(coro, **kwargs)
+
+    monkeypatch.setattr(loop, "create_task", counting)
+    return started
+
+
+def _runs_the_app(task: asyncio.Task[Any]) -> bool:
+    code = task.get_coro().cr_code  # type: ignore[union-attr]
+    return code.co_name == "_handle" and "hypercorn" in code.co_filename
+
+
+async def test_a_warm_request_starts_one_task_the_disconnect_watcher(
+    engine: Engine,
+    start_gateway: StartGateway,
+    http: aiohttp.ClientSession,
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """The exchange runs in hypercorn's task for the request; only the disconnect watcher, which
+    must wait on `receive()` alongside it, is a task of its own."""
+    gateway = await start_gateway(engine.url, readiness_interval=60.0)
+    async with http.post(f"{gateway.url}/v1/chat/completions", json=CHAT) as response:
+        assert response.status == 200  # readiness probed and cached, connection pooled
+    started = _count_app_tasks(monkeypatch)
+    for _ in range(10):
+        async with http.post(f"{gateway.url}/v1/chat/completions", json=CHAT) as response:
+            assert response.status == 200
+            await response.read()
+    assert started == ["ClientChannel._watch"] * 10
