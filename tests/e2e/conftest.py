@@ -7,8 +7,6 @@ root) skips locally and fails under CI=true; a failing test gets the component l
 from __future__ import annotations
 
 import os
-import re
-import secrets
 from collections.abc import Generator, Iterator
 
 import pytest
@@ -60,18 +58,8 @@ def host_before_box(request: pytest.FixtureRequest, cluster: Cluster) -> HostTra
 
 @pytest.fixture(scope="session")
 def api_client(cluster: Cluster) -> k8s_client.ApiClient:
+    """The box's admin client; the suite-wide `namespace` fixture takes it from here."""
     return cluster.api_client
-
-
-@pytest.fixture
-def namespace(api_client: k8s_client.ApiClient, request: pytest.FixtureRequest) -> Iterator[str]:
-    """A fresh namespace for one test, deleted (with its objects) afterwards."""
-    label = re.sub(r"[^a-z0-9]+", "-", request.node.name.lower())[:40].strip("-")
-    name = f"{label}-{secrets.token_hex(3)}"
-    core = k8s_client.CoreV1Api(api_client)
-    core.create_namespace(k8s_client.V1Namespace(metadata=k8s_client.V1ObjectMeta(name=name)))
-    yield name
-    core.delete_namespace(name)
 
 
 @pytest.hookimpl(wrapper=True)
