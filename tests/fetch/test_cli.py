@@ -219,3 +219,14 @@ def _read_all(descriptor: int) -> str:
         chunks.append(chunk)
     os.close(descriptor)
     return b"".join(chunks).decode(errors="replace")
+
+
+def test_an_oci_fetch_imports_no_api_models() -> None:
+    """The API models (pydantic) take a third of a second to import: a Job's start-up that
+    every fetch pays, and none of them needs."""
+    modules = "noctaya.fetch.cli, noctaya.fetch.sources, noctaya.fetch.oci"
+    code = f"import sys, {modules}; print(sorted(m for m in sys.modules if 'pydantic' in m))"
+    result = subprocess.run(
+        [sys.executable, "-c", code], capture_output=True, text=True, timeout=60, check=True
+    )
+    assert result.stdout.strip() == "[]"

@@ -11,10 +11,13 @@ import posixpath
 import re
 from dataclasses import dataclass
 from enum import StrEnum
+from typing import TYPE_CHECKING
 
-from noctaya.core.api.llmservice import ModelSpec
 from noctaya.core.errors import NoctayaError
 from noctaya.core.values.go_text import go_quote
+
+if TYPE_CHECKING:  # the API models take a third of a second to import, and noctaya-fetch needs none
+    from noctaya.core.api.llmservice import ModelSpec
 
 REASON = "ModelResolution"
 MODEL_STORE_PATH = "/models"
