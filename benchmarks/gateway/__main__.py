@@ -1,11 +1,15 @@
 """Run every gateway measurement in one go and print the tables.
 
-    .venv/bin/python -m benchmarks.gateway [--seconds 5] [--hold 1000]
+    .venv/bin/python -m benchmarks.gateway [--seconds 5] [--hold 1000] [--compare REV] [--rounds 3]
     .venv/bin/python -m benchmarks.gateway --profile [--seconds 10]
 
 Non-streaming: `wrk` posts a 60-byte chat completion at concurrency 1, 64 and 256, straight at
-the engine stub and through the gateway (tokens=1, no token delay: the engine costs almost
-nothing, so the difference is the gateway). The same load through bare reference proxies shows
+the engine stub, at bare hypercorn answering by itself (the ceiling of the mandated server) and
+through the gateway (tokens=1, no token delay: the engine costs almost nothing, so the difference
+is the gateway); `--compare REV` adds the gateway of another revision, measured in turn with this
+tree's at every point, and `--rounds` repeats each point to show the spread on a shared machine.
+The gateways report their event-loop lag and `gc` pauses per point. The same load through bare
+reference proxies shows
 what the upstream client alone costs. Streams: 20 tokens 10 ms apart, the added time to first
 token and the added gap between tokens. Memory: the gateway's RSS idle and while holding cold
 keepalive streams (the backend never becomes ready, so they live on heartbeats).
@@ -21,6 +25,7 @@ import io
 import json
 import os
 import pstats
+import resource
 import signal
 import subprocess
 import sys
@@ -29,11 +34,12 @@ import time
 import urllib.request
 from pathlib import Path
 
-from benchmarks.gateway import procs, wrk
+from benchmarks.gateway import procs, revision, side_by_side, wrk
 
 PATH = "/v1/chat/completions"
 PROFILE_CONCURRENCY = 64
 PROFILE_TOP = 20
+HOLD_CPU_SECONDS = 5.0
 
 
 def main() -> int:
@@ -46,6 +52,11 @@ def main() -> int:
     parser.add_argument(
         "--profile", action="store_true", help="only profile the gateway under wrk at c=64"
     )
+    parser.add_argument("--compare", metavar="REV", help="also measure the gateway at REV")
+    parser.add_argument("--rounds", type=int, default=1, help="measurements per point")
+    parser.add_argument(
+        "--only", choices=("throughput", "memory"), help="run one part of the benchmark"
+    )
     args = parser.parse_args()
     if not wrk.available():
         print("this benchmark drives load with wrk: apt-get install wrk", file=sys.stderr)
@@ -53,21 +64,29 @@ def main() -> int:
     if args.profile:
         print(_profile(args.seconds))
         return 0
+    _raise_open_files_limit()
     levels = [int(c) for c in args.concurrency.split(",")]
-    _print_table(
-        "Non-streaming chat completions (wrk, 60-byte body, keep-alive)",
-        (
-            "concurrency",
-            "direct req/s",
-            "gateway req/s",
-            "ratio",
-            "direct p50/p99 ms",
-            "gateway p50/p99 ms",
-            "added p50 ms",
-            "errors",
-        ),
-        _non_streaming(levels, args.seconds),
-    )
+    if args.only != "memory":
+        started = side_by_side.run(levels, args.seconds, args.rounds, args.compare)
+        _print_table(
+            "Non-streaming chat completions (wrk, 60-byte body, keep-alive)",
+            ("c", "target", "req/s", "p50 ms", "p99 ms", "added p50 ms", "ratio", "errors"),
+            side_by_side.throughput_rows(started, levels),
+        )
+        _print_table(
+            "Where the tail comes from (gateways under the load above, per round)",
+            ("c", "target", "loop lag p50/p99/max ms", "gc runs gen0/1/2", "gc ms", "gc max ms"),
+            side_by_side.tail_rows(started, levels),
+        )
+    if args.only == "throughput":
+        return 0
+    if args.only == "memory":
+        _print_table(
+            "Gateway memory",
+            ("gateway", "state", "RSS MiB", "KiB per stream", "CPU % holding", "errors"),
+            _memory(args.hold, args.compare),
+        )
+        return 0
     _print_table(
         "Upstream client choice (hypercorn+uvloop proxies, c=64; CPU = proxy process per request)",
         ("proxy", "req/s", "CPU us/req", "p50 ms", "p99 ms", "errors"),
@@ -80,38 +99,10 @@ def main() -> int:
     )
     _print_table(
         "Gateway memory",
-        ("state", "RSS MiB", "errors"),
-        _memory(args.hold),
+        ("gateway", "state", "RSS MiB", "KiB per stream", "CPU % holding", "errors"),
+        _memory(args.hold, args.compare),
     )
     return 0
-
-
-def _non_streaming(levels: list[int], seconds: float) -> list[tuple[object, ...]]:
-    engine = procs.engine()
-    gateway = procs.gateway(engine.url)
-    rows: list[tuple[object, ...]] = []
-    try:
-        for concurrency in levels:
-            for target in (engine, gateway):  # steady state: connections open, pools filled
-                wrk.run(target.url + PATH, concurrency, 1)
-            direct = wrk.run(engine.url + PATH, concurrency, seconds)
-            via = wrk.run(gateway.url + PATH, concurrency, seconds)
-            rows.append(
-                (
-                    concurrency,
-                    f"{direct.rps:,.0f}",
-                    f"{via.rps:,.0f}",
-                    f"{via.rps / direct.rps:.0%}",
-                    f"{direct.p50_ms:.2f} / {direct.p99_ms:.2f}",
-                    f"{via.p50_ms:.2f} / {via.p99_ms:.2f}",
-                    f"{via.p50_ms - direct.p50_ms:.2f}",
-                    direct.errors + via.errors,
-                )
-            )
-    finally:
-        gateway.stop()
-        engine.stop()
-    return rows
 
 
 def _profile(seconds: float) -> str:
@@ -221,13 +212,23 @@ def _streams(count: int, concurrency: int) -> list[tuple[object, ...]]:
     return rows
 
 
-def _memory(hold: int) -> list[tuple[object, ...]]:
+def _memory(hold: int, compare: str | None) -> list[tuple[object, ...]]:
+    rows: list[tuple[object, ...]] = []
+    if compare is not None:
+        with revision.pythonpath(compare) as path:
+            rows += _memory_of(f"at {revision.describe(compare)}", hold, path)
+    return rows + _memory_of("this tree", hold, os.environ.get("PYTHONPATH", ""))
+
+
+def _memory_of(name: str, hold: int, pythonpath: str) -> list[tuple[object, ...]]:
+    """Idle RSS, then RSS and CPU while holding `hold` cold keepalive streams."""
     # A backend that never answers: every request is a cold keepalive stream.
-    gateway = procs.gateway(f"http://127.0.0.1:{procs.free_port()}")
+    gateway = procs.gateway(f"http://127.0.0.1:{procs.free_port()}", PYTHONPATH=pythonpath)
     rows: list[tuple[object, ...]] = []
     try:
         time.sleep(1)
-        rows.append(("idle", f"{gateway.rss_mib():.1f}", ""))
+        idle = gateway.rss_mib()
+        rows.append((name, "idle", f"{idle:.1f}", "", "", ""))
         holder = subprocess.Popen(
             [sys.executable, "-m", "benchmarks.gateway.streams", "hold", gateway.url, str(hold)],
             stdin=subprocess.PIPE,
@@ -239,18 +240,33 @@ def _memory(hold: int) -> list[tuple[object, ...]]:
         line = holder.stdout.readline().split()  # "held <n> errors <e>"
         pending = _gauge(gateway.url, "noctaya_gateway_pending")
         time.sleep(2)
+        cpu = gateway.cpu_seconds()
+        time.sleep(HOLD_CPU_SECONDS)
+        busy = (gateway.cpu_seconds() - cpu) / HOLD_CPU_SECONDS
+        rss = gateway.rss_mib()
         rows.append(
             (
+                name,
                 f"holding {line[1]} cold streams (pending={pending:.0f})",
-                f"{gateway.rss_mib():.1f}",
+                f"{rss:.1f}",
+                f"{(rss - idle) * 1024 / max(int(line[1]), 1):.1f}",
+                f"{busy:.0%}",
                 line[3],
             )
         )
         holder.stdin.close()
-        holder.wait(60)
+        holder.wait(120)
     finally:
         gateway.stop()
     return rows
+
+
+def _raise_open_files_limit() -> None:
+    """Every held stream is a descriptor in the gateway and in the holder, both started from
+    here: they inherit the soft limit, raised as far as the hard one allows."""
+    soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+    if soft != hard:
+        resource.setrlimit(resource.RLIMIT_NOFILE, (hard, hard))
 
 
 def _stream_load(*args: str) -> str:
