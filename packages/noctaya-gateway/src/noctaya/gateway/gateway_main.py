@@ -7,7 +7,7 @@ import logging
 import signal
 from collections.abc import Mapping
 
-from noctaya.gateway import process
+from noctaya.gateway import gc_tuning, process
 from noctaya.gateway.config import ConfigError, GatewayConfig, load_config
 from noctaya.gateway.hypercorn_version import UntestedHypercorn
 from noctaya.gateway.server import GatewayServer
@@ -32,6 +32,7 @@ async def serve_until_signalled(config: GatewayConfig, environ: Mapping[str, str
     except (ValueError, OSError, UntestedHypercorn) as error:
         log.critical("%s", error)
         return 1
+    gc_tuning.settle_after_startup()
     signalled = asyncio.Event()
     loop = asyncio.get_running_loop()
     for sig in (signal.SIGTERM, signal.SIGINT):
