@@ -6,11 +6,10 @@ from __future__ import annotations
 
 import pytest
 from kubernetes import client as k8s_client
-from kubernetes import utils
 from support.cluster import layout
 from support.custom_resources import CustomResources
 
-from .workloads import GRPC_PORT, agent_deployment, agent_service, ready_replicas, wait_for
+from .workloads import GRPC_PORT, agent_deployment, agent_service, create, ready_replicas, wait_for
 
 pytestmark = [pytest.mark.e2e, pytest.mark.timeout(900)]
 
@@ -19,9 +18,9 @@ def test_external_push_scales_zero_to_one_to_n_to_zero(
     api_client: k8s_client.ApiClient, namespace: str
 ) -> None:
     apps = k8s_client.AppsV1Api(api_client)
-    utils.create_from_dict(api_client, agent_deployment("scaler"), namespace=namespace)
-    utils.create_from_dict(api_client, agent_service("scaler"), namespace=namespace)
-    utils.create_from_dict(api_client, agent_deployment("worker", replicas=0), namespace=namespace)
+    create(api_client, agent_deployment("scaler"), namespace)
+    create(api_client, agent_service("scaler"), namespace)
+    create(api_client, agent_deployment("worker", replicas=0), namespace)
     wait_for("the scaler pod Ready", lambda: ready_replicas(apps, namespace, "scaler") == 1)
     address = f"scaler.{namespace}.svc.{layout.CLUSTER_DOMAIN}:{GRPC_PORT}"
     CustomResources(api_client).create(_scaled_object("worker", address), namespace)

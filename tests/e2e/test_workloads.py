@@ -7,12 +7,12 @@ from collections.abc import Iterator
 
 import pytest
 from kubernetes import client as k8s_client
-from kubernetes import utils
 from support.cluster import layout
 
 from .workloads import (
     agent_deployment,
     agent_service,
+    create,
     pod_phase,
     ready_replicas,
     shell_pod,
@@ -27,8 +27,8 @@ def test_deployment_is_ready_and_its_service_answers_by_name_from_another_pod(
     api_client: k8s_client.ApiClient, namespace: str
 ) -> None:
     core, apps = k8s_client.CoreV1Api(api_client), k8s_client.AppsV1Api(api_client)
-    utils.create_from_dict(api_client, agent_deployment("web"), namespace=namespace)
-    utils.create_from_dict(api_client, agent_service("web"), namespace=namespace)
+    create(api_client, agent_deployment("web"), namespace)
+    create(api_client, agent_service("web"), namespace)
     wait_for("Deployment web Ready", lambda: ready_replicas(apps, namespace, "web") == 1)
     (pod,) = core.list_namespaced_pod(namespace, label_selector="app=web").items
     assert pod.spec.node_name == layout.NAME
@@ -36,7 +36,7 @@ def test_deployment_is_ready_and_its_service_answers_by_name_from_another_pod(
 
     name = f"web.{namespace}.svc.{layout.CLUSTER_DOMAIN}"
     script = f"nslookup -type=A {name} && wget -q -O - http://web/"
-    utils.create_from_dict(api_client, shell_pod("client", script), namespace=namespace)
+    create(api_client, shell_pod("client", script), namespace)
     phase = wait_for(
         "the client pod to finish",
         lambda: (p := pod_phase(core, namespace, "client")) in {"Succeeded", "Failed"} and p,
@@ -54,7 +54,7 @@ def test_job_runs_to_completion(api_client: k8s_client.ApiClient, namespace: str
         "metadata": {"name": "once"},
         "spec": {"backoffLimit": 0, "template": {"spec": shell_pod("once", "echo done")["spec"]}},
     }
-    utils.create_from_dict(api_client, job, namespace=namespace)
+    create(api_client, job, namespace)
     batch = k8s_client.BatchV1Api(api_client)
     wait_for(
         "Job once to succeed", lambda: batch.read_namespaced_job("once", namespace).status.succeeded
@@ -101,7 +101,7 @@ def test_gpu_pod_waits_for_the_node_to_advertise_gpus(
     core = k8s_client.CoreV1Api(api_client)
     pod = shell_pod("gpu", "sleep 3600")
     pod["spec"]["containers"][0]["resources"] = {"limits": {GPU: "1"}}
-    utils.create_from_dict(api_client, pod, namespace=namespace)
+    create(api_client, pod, namespace)
 
     def failed_scheduling() -> str | None:
         events = core.list_namespaced_event(namespace, field_selector="involvedObject.name=gpu")

@@ -7,6 +7,7 @@ from collections.abc import Callable
 from typing import Any, TypeVar
 
 from kubernetes import client as k8s_client
+from kubernetes import utils
 from support.cluster.components import BOX_IMAGE
 
 HTTP_PORT = 8080
@@ -79,6 +80,11 @@ def shell_pod(name: str, script: str, **spec: Any) -> dict[str, Any]:
             **spec,
         },
     }
+
+
+def create(api_client: k8s_client.ApiClient, manifest: dict[str, Any], namespace: str) -> None:
+    """Creates a built-in object from its manifest, as `kubectl create -f` would."""
+    utils.create_from_dict(api_client, manifest, namespace=namespace)  # type: ignore[no-untyped-call]
 
 
 def wait_for(what: str, probe: Callable[[], _Value | None], timeout: float = 120.0) -> _Value:
