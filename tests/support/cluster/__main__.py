@@ -7,6 +7,7 @@ import sys
 
 from ..envtest.prerequisites import PrerequisiteMissing
 from .box import Cluster, ClusterError
+from .host import HostError
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -16,13 +17,17 @@ def main(argv: list[str] | None = None) -> int:
     cluster = Cluster(attached=False)
     try:
         if action == "up":
-            cluster.up()
+            try:
+                cluster.up()
+            except BaseException:
+                cluster.down()  # no half-made box; the logs stay
+                raise
             print(f"kubeconfig: {cluster.kubeconfig}\nlogs: {cluster.folders.logs}")
             for what, seconds in cluster.timings.items():
                 print(f"  {what} at {seconds:.1f} s")
         else:
             cluster.down()
-    except (PrerequisiteMissing, ClusterError) as error:
+    except (PrerequisiteMissing, ClusterError, HostError) as error:
         print(f"cluster {action}: {error}", file=sys.stderr)
         return 1
     return 0

@@ -22,7 +22,7 @@ from kubernetes import client as k8s_client
 from kubernetes import config as k8s_config
 
 from . import components, host, layout
-from .addons import install_addons
+from .addons import AddonError, install_addons
 
 _PR_SET_PDEATHSIG = 1
 _POLL_SECONDS = 0.2
@@ -77,7 +77,10 @@ class Cluster:
         self.timings["components started"] = time.monotonic() - started
         self._wait(deadline, "the node to be Ready", self._node_ready)
         self.timings["node Ready"] = time.monotonic() - started
-        install_addons(self.api_client, programs, deadline)
+        try:
+            install_addons(self.api_client, programs, deadline)
+        except AddonError as error:
+            raise ClusterError(self.describe_failure(str(error))) from error
         self.timings["CoreDNS and KEDA available"] = time.monotonic() - started
 
     def down(self) -> None:
