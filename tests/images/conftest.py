@@ -53,7 +53,8 @@ def _inputs_digest() -> str:
 def _unavailable() -> str | None:
     missing = [tool for tool in TOOLS if shutil.which(tool) is None]
     if missing:
-        return f"{', '.join(missing)} missing: run `apt-get install mmdebstrap umoci runc`"
+        tools = ", ".join(missing)
+        return f"{tools} missing: run `bash hack/install-test-packages.sh` (root, apt-get)"
     if os.geteuid() != 0:
         return "building the images needs root (images/build.sh chroots into the image)"
     return None
