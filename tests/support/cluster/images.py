@@ -18,7 +18,6 @@ from typing import Any
 _LAYER = "application/vnd.oci.image.layer.v1.tar"
 _CONFIG = "application/vnd.oci.image.config.v1+json"
 _MANIFEST = "application/vnd.oci.image.manifest.v1+json"
-BUSYBOX = Path("/bin/busybox")
 BUSYBOX_APPLETS = ("sh", "cat", "echo", "env", "ls", "nslookup", "sleep", "true", "wget")
 
 

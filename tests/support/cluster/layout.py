@@ -27,7 +27,6 @@ DNS_SERVICE_IP = "10.96.0.10"
 CLUSTER_DOMAIN = "cluster.local"
 APISERVER_PORT = 6443
 BUILD_SCRIPT = REPO_ROOT / "hack" / "build-cluster.sh"
-DEPS_SCRIPT = REPO_ROOT / "hack" / "install-cluster-deps.sh"
 HOST_COMMANDS = (
     "containerd",
     "containerd-shim-runc-v2",
