@@ -83,7 +83,8 @@ def render_prewarm_job(plan: ServingPlan) -> Obj | None:
     pod: Obj = {
         "restartPolicy": "OnFailure",
         "automountServiceAccountToken": False,
-        # The image's user owns what it writes; fsGroup lets it write a fresh claim's root.
+        # The image runs unprivileged: fsGroup lets it write a fresh claim's root and read
+        # the 0400 credentials (the kubelet gives a secret volume's files to the group).
         "securityContext": {"fsGroup": FETCH_USER, "fsGroupChangePolicy": "OnRootMismatch"},
         "containers": [container],
         "volumes": volumes,
