@@ -195,6 +195,9 @@ def test_oci_model_is_staged_by_the_job_and_served_read_only_from_a_host_path_ca
         },
     ]
     assert "initContainers" not in job, "noctaya-fetch verifies and promotes in one container"
+    assert job["securityContext"] == {"runAsUser": 0, "runAsGroup": 0}, (
+        "a root-owned host folder is written as root: fsGroup does not apply to hostPath"
+    )
     [prewarm] = job["containers"]
     assert prewarm["image"] == GATEWAY_IMAGE
     assert prewarm["command"] == [

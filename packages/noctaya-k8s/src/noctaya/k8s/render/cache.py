@@ -12,6 +12,8 @@ from noctaya.core.cache_planning import (
     REGISTRY_AUTH_FILE,
     REGISTRY_AUTH_SECRET_KEY,
     REGISTRY_AUTH_VOLUME_NAME,
+    CacheVolume,
+    HostPathCache,
     PvcCache,
 )
 from noctaya.core.plan.serving import ServingPlan, cache_volume
@@ -83,9 +85,7 @@ def render_prewarm_job(plan: ServingPlan) -> Obj | None:
     pod: Obj = {
         "restartPolicy": "OnFailure",
         "automountServiceAccountToken": False,
-        # The image runs unprivileged: fsGroup lets it write a fresh claim's root and read
-        # the 0400 credentials (the kubelet gives a secret volume's files to the group).
-        "securityContext": {"fsGroup": FETCH_USER, "fsGroupChangePolicy": "OnRootMismatch"},
+        "securityContext": _fetcher_identity(prewarm.volume),
         "containers": [container],
         "volumes": volumes,
     }
@@ -97,3 +97,16 @@ def render_prewarm_job(plan: ServingPlan) -> Obj | None:
         "template": {"metadata": template_metadata(labels, backend.scheduling), "spec": pod},
     }
     return with_create_once_hash(obj)
+
+
+def _fetcher_identity(volume: CacheVolume) -> Obj:
+    """Who the fetcher writes the cache as; the Noctaya image runs as an unprivileged user.
+
+    On a claim, fsGroup lets that user write a fresh volume's root and read the 0400
+    credentials (the kubelet gives a secret volume's files to the group). A hostPath folder is
+    created root-owned and fsGroup does not apply to it, so there the fetcher runs as root, as
+    the serving images do.
+    """
+    if isinstance(volume, HostPathCache):
+        return {"runAsUser": 0, "runAsGroup": 0}
+    return {"fsGroup": FETCH_USER, "fsGroupChangePolicy": "OnRootMismatch"}
