@@ -11,7 +11,7 @@ import aiohttp
 import pytest
 
 from .conftest import StartGateway
-from .support import Engine
+from .support import Engine, eventually
 
 CHAT = {"model": "stub", "messages": [{"role": "user", "content": "hi"}]}
 HYPERCORN_IDLE_TIMER = "_idle_timeout"
@@ -59,3 +59,40 @@ async def test_a_warm_request_starts_one_task_the_disconnect_watcher(
             assert response.status == 200
             await response.read()
     assert started == ["ClientChannel._watch"] * 10
+
+
+async def test_waiting_cold_streams_share_one_readiness_poll(
+    engine: Engine,
+    start_gateway: StartGateway,
+    http: aiohttp.ClientSession,
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """Held streams wake for their heartbeats, not every readiness interval each: 20 of them
+    over 20 intervals ask about as often as one would (they once asked 400 times)."""
+    engine.make_unready()
+    interval, streams = 0.05, 20
+    gateway = await start_gateway(engine.url, readiness_interval=interval, heartbeat_interval=30.0)
+    assert gateway.server.app is not None
+    readiness = gateway.server.app.readiness
+    asked = 0
+    ready = readiness.ready
+
+    async def counting() -> bool:
+        nonlocal asked
+        asked += 1
+        return await ready()
+
+    monkeypatch.setattr(readiness, "ready", counting)
+    body = {"model": "stub", "messages": [], "stream": True}
+    held = [
+        await http.post(f"{gateway.url}/v1/chat/completions", json=body) for _ in range(streams)
+    ]
+    await eventually(lambda: gateway.pending == streams, what="every stream to be waiting")
+    asked = 0
+    await asyncio.sleep(20 * interval)  # the window the polls are counted over
+    assert asked <= 2 * 20 + streams
+    engine.make_ready()
+    for response in held:
+        assert response.status == 200
+        assert (await response.read()).endswith(b"data: [DONE]\n\n")
+        response.release()

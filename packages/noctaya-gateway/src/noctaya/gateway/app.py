@@ -78,6 +78,7 @@ class GatewayApp:
         self._cold.end_waits_at(when)
 
     async def close(self) -> None:
+        await self._cold.close()
         await self.activation.close()
         await self.readiness.close()
 
@@ -185,18 +186,9 @@ class GatewayApp:
     ) -> None:
         """Proxy in this task, which a client disconnect cancels (aborting the backend request,
         so an engine stops generating for nobody); map failures to responses."""
-        task = asyncio.current_task()
-        assert task is not None
         try:
-            channel.cancel_on_disconnect(task)
-            try:
+            with channel.gone_cancels():
                 await self._upstream.forward(scope, channel, body, send, committed=committed)
-            finally:
-                channel.cancel_on_disconnect(None)
-        except asyncio.CancelledError:
-            if channel.cancelled_on_disconnect and task.uncancel() == 0:
-                return
-            raise
         except ClientGone:
             return
         except BodyTooLarge:

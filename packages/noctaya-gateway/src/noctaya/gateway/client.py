@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+from collections.abc import Iterator
 from typing import Any
 
 from noctaya.gateway.responses import Message, Receive, Send
@@ -30,7 +31,6 @@ class ClientChannel:
         self.body_complete = False
         self.disconnected = False
         self.failure: ClientGone | BodyTooLarge | None = None
-        self._gone: asyncio.Event | None = None
         self._watcher: asyncio.Task[None] | None = None
         self._cancel_target: asyncio.Task[Any] | None = None
         self.cancelled_on_disconnect = False  # the disconnect cancelled the target task
@@ -126,16 +126,23 @@ class ClientChannel:
         self.cancelled_on_disconnect = True
         task.cancel()
 
-    async def wait_gone(self, seconds: float) -> bool:
-        """Sleep up to `seconds`, waking early (True) if the client disconnects."""
-        if self.disconnected:
-            return True
-        if self._gone is None:
-            self._gone = asyncio.Event()
-        with contextlib.suppress(TimeoutError):
-            async with asyncio.timeout(seconds):
-                await self._gone.wait()
-        return self.disconnected
+    @contextlib.contextmanager
+    def gone_cancels(self) -> Iterator[None]:
+        """Within the block, a client disconnect cancels this task, which leaves the block as
+        ClientGone: waits need no timer or event of their own to notice it (`watch()` first)."""
+        task = asyncio.current_task()
+        assert task is not None
+        try:
+            self.cancel_on_disconnect(task)
+            try:
+                yield
+            finally:
+                self.cancel_on_disconnect(None)
+        except asyncio.CancelledError:
+            if self.cancelled_on_disconnect and task.uncancel() == 0:
+                self.cancelled_on_disconnect = False
+                raise ClientGone() from None
+            raise
 
     def finish(self) -> None:
         """The exchange is over: stop watching (the server's own closing disconnect is moot)."""
@@ -150,7 +157,5 @@ class ClientChannel:
         if self._finished:
             return
         self.disconnected = True
-        if self._gone is not None:
-            self._gone.set()
         if self._cancel_target is not None:
             self._cancel(self._cancel_target)

@@ -6,11 +6,16 @@ heartbeat comments while the backend loads, so proxies and SDKs keep the connect
 When the gateway drains, waits end just before its forced close: a 503 `backend not ready` (or,
 on a committed stream, that error frame) tells the client to retry, where the close would leave
 it a bare 500 or a cut stream.
+
+Thousands of streams may wait at once, so they share one readiness poll (`ReadyWaiters`) and a
+disconnect cancels its waiter (`ClientChannel.gone_cancels`): a waiting stream wakes only to
+send its heartbeat, where each once polled on its own every readiness interval.
 """
 
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import json
 import math
 import time
@@ -19,7 +24,7 @@ from contextlib import asynccontextmanager
 from typing import Any
 
 from noctaya.gateway.activation import ActivationWatcher
-from noctaya.gateway.client import ClientChannel
+from noctaya.gateway.client import ClientChannel, ClientGone
 from noctaya.gateway.config import ColdStartMode, GatewayConfig
 from noctaya.gateway.metrics import GatewayMetrics
 from noctaya.gateway.readiness import ReadinessProbe
@@ -37,6 +42,7 @@ Forward = Callable[[dict[str, Any], ClientChannel, bytes, Send, bool, bool], Awa
 """(scope, channel, body, send, openai, committed): proxy the request to the ready backend."""
 
 HEARTBEAT = b": heartbeat\n\n"
+_HEARTBEAT_MESSAGE = {"type": "http.response.body", "body": HEARTBEAT, "more_body": True}
 _SSE_HEAD = [(b"content-type", b"text/event-stream"), (b"cache-control", b"no-cache")]
 _HTTP1_KEEPALIVE = (b"connection", b"keep-alive")  # connection-specific: HTTP/1.x only
 
@@ -51,6 +57,56 @@ def is_streaming_request(method: str, body: bytes, peek_limit: int) -> bool:
     except (ValueError, RecursionError):
         return False
     return isinstance(document, dict) and document.get("stream") is True
+
+
+class ReadyWaiters:
+    """Waits for a ready backend, all served by one poll every readiness interval that runs
+    only while someone waits (the probe itself is cached and single-flight)."""
+
+    def __init__(self, readiness: ReadinessProbe, interval: float) -> None:
+        self._readiness = readiness
+        self._interval = interval
+        self._waiting = 0
+        self._ready: asyncio.Future[None] | None = None
+        self._poll: asyncio.Task[None] | None = None
+
+    async def wait(self, seconds: float | None) -> bool:
+        """True once a backend is ready; False if none is within `seconds` (None: no limit)."""
+        if await self._readiness.ready():
+            return True
+        loop = asyncio.get_running_loop()
+        if self._ready is None:
+            self._ready = loop.create_future()
+        ready = self._ready
+        if self._poll is None:
+            self._poll = loop.create_task(self._polling())
+        self._waiting += 1
+        try:
+            async with asyncio.timeout(seconds) as limit:
+                await asyncio.shield(ready)  # one waiter leaving must not cancel the others' wake
+        except TimeoutError:
+            if not limit.expired():
+                raise
+            return False
+        finally:
+            self._waiting -= 1
+        return True
+
+    async def close(self) -> None:
+        if self._poll is not None:
+            self._poll.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await self._poll
+
+    async def _polling(self) -> None:
+        try:
+            while self._waiting:
+                await asyncio.sleep(self._interval)
+                if await self._readiness.ready() and self._ready is not None:
+                    self._ready.set_result(None)
+                    self._ready = None
+        finally:
+            self._poll = None
 
 
 class ColdStart:
@@ -69,6 +125,7 @@ class ColdStart:
         self._forward = forward
         self._waits: set[asyncio.Timeout] = set()
         self._cutoff = math.inf
+        self._ready = ReadyWaiters(readiness, config.readiness_interval)
 
     async def handle(
         self, scope: dict[str, Any], channel: ClientChannel, body: bytes, send: Send, openai: bool
@@ -82,6 +139,9 @@ class ColdStart:
             await self._stream_wait(scope, channel, body, send, openai)
         else:
             await self._wait(scope, channel, body, send, openai)
+
+    async def close(self) -> None:
+        await self._ready.close()
 
     def end_waits_at(self, when: float) -> None:
         """Draining: every wait still running at `when` (event-loop time), and every later one,
@@ -112,10 +172,11 @@ class ColdStart:
     ) -> None:
         start = time.monotonic()
         try:
-            async with self._bounded() as wait:
-                while not await self._readiness.ready():
-                    if await channel.wait_gone(self._config.readiness_interval):
-                        return
+            with channel.gone_cancels():
+                async with self._bounded() as wait:
+                    await self._ready.wait(None)
+        except ClientGone:
+            return
         except TimeoutError:
             if not wait.expired():
                 raise
@@ -140,17 +201,13 @@ class ColdStart:
         start = last_beat = time.monotonic()
         beat = self._config.heartbeat_interval
         try:
-            async with self._bounded() as wait:
-                while not await self._readiness.ready():
-                    now = time.monotonic()
-                    if now - last_beat >= beat:
-                        await send(
-                            {"type": "http.response.body", "body": HEARTBEAT, "more_body": True}
-                        )
-                        last_beat = now
-                    pause = min(self._config.readiness_interval, last_beat + beat - now)
-                    if await channel.wait_gone(max(pause, 0.0)):
-                        return
+            with channel.gone_cancels():
+                async with self._bounded() as wait:
+                    while not await self._ready.wait(max(0.0, last_beat + beat - time.monotonic())):
+                        await send(_HEARTBEAT_MESSAGE)
+                        last_beat = time.monotonic()
+        except ClientGone:
+            return
         except TimeoutError:
             if not wait.expired():
                 raise
