@@ -61,6 +61,9 @@ class ServicePlanner:
         self._gateway_image = gateway_image
         self._gateway_replicas = gateway_replicas
         self._fetch_image = fetch_image
+        self._runtimes: dict[str, tuple[str, InferenceRuntime]] = {}
+        """Decoded runtimes by name, with the resourceVersion they were decoded at: each of a
+        runtime's hundreds of services would otherwise validate the same unchanged object."""
 
     def plan(self, service: LLMService) -> ServingPlan:
         runtime = self.resolve_runtime(service)
@@ -90,7 +93,7 @@ class ServicePlanner:
                 raise runtime_lookup_error(
                     pinned, f'inferenceruntimes.serving.noctaya.io "{pinned}" not found'
                 )
-            return _parse_runtime(obj)
+            return self._decoded(obj)
         runtimes = {
             obj["metadata"]["name"]: obj
             for obj in api_step(
@@ -106,7 +109,19 @@ class ServicePlanner:
             for name, obj in runtimes.items()
         ]
         chosen = select_runtime(candidates, vendors)
-        return _parse_runtime(runtimes[chosen.name])
+        return self._decoded(runtimes[chosen.name])
+
+    def _decoded(self, obj: KubeObject) -> InferenceRuntime:
+        """The runtime decoded, once per resourceVersion; the model is shared, so read-only."""
+        metadata = obj.get("metadata") or {}
+        name, version = metadata.get("name", ""), metadata.get("resourceVersion")
+        cached = self._runtimes.get(name)
+        if version and cached is not None and cached[0] == version:
+            return cached[1]
+        runtime = _parse_runtime(obj)
+        if version:
+            self._runtimes[name] = (version, runtime)
+        return runtime
 
 
 def _parse_runtime(obj: KubeObject) -> InferenceRuntime:
