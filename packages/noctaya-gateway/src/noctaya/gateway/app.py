@@ -215,8 +215,13 @@ class GatewayApp:
 
 
 def _ambiguous_framing(scope: dict[str, Any]) -> bool:
-    names = {name for name, _ in scope["headers"]}
-    return b"transfer-encoding" in names and b"content-length" in names
+    chunked = length = False
+    for name, _ in scope["headers"]:
+        if name == b"transfer-encoding":
+            chunked = True
+        elif name == b"content-length":
+            length = True
+    return chunked and length
 
 
 def _declared_length(scope: dict[str, Any]) -> int:

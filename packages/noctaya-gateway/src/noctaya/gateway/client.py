@@ -24,6 +24,22 @@ class BodyTooLarge(Exception):
 
 
 class ClientChannel:
+    # One per request, thousands at once while cold streams are held: no per-instance dict.
+    __slots__ = (
+        "_cancel_target",
+        "_finished",
+        "_limit",
+        "_read_done",
+        "_reading",
+        "_receive",
+        "_received",
+        "_watcher",
+        "body_complete",
+        "cancelled_on_disconnect",
+        "disconnected",
+        "failure",
+    )
+
     def __init__(self, receive: Receive, limit: int) -> None:
         self._receive = receive
         self._limit = limit

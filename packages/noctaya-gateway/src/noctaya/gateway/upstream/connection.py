@@ -28,6 +28,28 @@ class UpstreamTimeout(Exception):
 
 
 class Http1Connection(asyncio.Protocol):
+    __slots__ = (
+        "_buffered",
+        "_chunks",
+        "_drained",
+        "_error",
+        "_head",
+        "_head_timeout",
+        "_head_timer",
+        "_idle_timer",
+        "_last_io",
+        "_loop",
+        "_parser",
+        "_read_timeout",
+        "_reading_paused",
+        "_transport",
+        "_waiter",
+        "body_ended",
+        "closed",
+        "received_any",
+        "sent_any",
+    )
+
     def __init__(self, read_timeout: float, head_timeout: float) -> None:
         self._loop = asyncio.get_running_loop()
         self._read_timeout = read_timeout

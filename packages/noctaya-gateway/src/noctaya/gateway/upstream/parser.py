@@ -33,7 +33,7 @@ class ProtocolError(Exception):
     """The backend's bytes are not an HTTP/1.1 response we can relay."""
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, slots=True)
 class Head:
     status: int
     headers: list[tuple[bytes, bytes]]
@@ -62,6 +62,20 @@ NEED_DATA = object()
 
 
 class ResponseParser:
+    __slots__ = (
+        "_buffer",
+        "_chunk",
+        "_eof",
+        "_framing",
+        "_head",
+        "_head_request",
+        "_interim",
+        "_remaining",
+        "_scanned",
+        "complete",
+        "keep_alive",
+    )
+
     def __init__(self) -> None:
         self._buffer = bytearray()
         self._scanned = 0  # where the search for the end of the head resumes

@@ -40,6 +40,12 @@ UpstreamError = (UpstreamClosed, UpstreamTimeout, ProtocolError, OSError, Timeou
 
 
 class UpstreamResponse:
+    __slots__ = (
+        "_connection",
+        "headers",
+        "status",
+    )
+
     def __init__(self, head: Head, connection: Http1Connection) -> None:
         self.status = head.status
         self.headers = head.headers
