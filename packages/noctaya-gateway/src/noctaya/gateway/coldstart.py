@@ -67,23 +67,19 @@ class ReadyWaiters:
         self._readiness = readiness
         self._interval = interval
         self._waiting = 0
-        self._ready: asyncio.Future[None] | None = None
+        self._ready = asyncio.Event()  # replaced by a fresh one each time it is set
         self._poll: asyncio.Task[None] | None = None
 
     async def wait(self, seconds: float | None) -> bool:
         """True once a backend is ready; False if none is within `seconds` (None: no limit)."""
         if await self._readiness.ready():
             return True
-        loop = asyncio.get_running_loop()
-        if self._ready is None:
-            self._ready = loop.create_future()
-        ready = self._ready
         if self._poll is None:
-            self._poll = loop.create_task(self._polling())
+            self._poll = asyncio.get_running_loop().create_task(self._polling())
         self._waiting += 1
         try:
             async with asyncio.timeout(seconds) as limit:
-                await asyncio.shield(ready)  # one waiter leaving must not cancel the others' wake
+                await self._ready.wait()
         except TimeoutError:
             if not limit.expired():
                 raise
@@ -102,9 +98,9 @@ class ReadyWaiters:
         try:
             while self._waiting:
                 await asyncio.sleep(self._interval)
-                if await self._readiness.ready() and self._ready is not None:
-                    self._ready.set_result(None)
-                    self._ready = None
+                if await self._readiness.ready():
+                    ready, self._ready = self._ready, asyncio.Event()
+                    ready.set()
         finally:
             self._poll = None
 
