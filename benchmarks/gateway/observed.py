@@ -37,6 +37,7 @@ class Observer:
     def start(self, loop: asyncio.AbstractEventLoop) -> None:
         self.lags.clear()
         self.pauses.clear()
+        self._due = 0.0  # no lag across the pause between measurements
         gc.callbacks.append(self._on_gc)
         self._tick(loop)
 
