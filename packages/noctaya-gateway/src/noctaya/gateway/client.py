@@ -164,8 +164,11 @@ class ClientChannel:
         """The exchange is over: stop watching (the server's own closing disconnect is moot)."""
         self._finished = True
         self._cancel_target = None
-        if self._watcher is not None and not self._watcher.done():
-            self._watcher.cancel()
+        if self._watcher is not None:
+            # Let go of it: the cancelled task keeps its CancelledError, whose traceback holds
+            # this channel, and a reference back would leave a cycle per request for the gc.
+            watcher, self._watcher = self._watcher, None
+            watcher.cancel()
 
     async def _watch(self) -> None:
         while (await self._receive())["type"] != "http.disconnect":
