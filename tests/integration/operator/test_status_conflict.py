@@ -1,13 +1,15 @@
-"""A user edits the service while the operator writes its status: the write conflicts, is
-retried on the newest object, and the edit survives.
+"""A user edits the service while the operator writes its status: the write, sent on the object
+the reconcile read, conflicts, is retried on the newest object, and the edit survives.
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable
+from typing import Any
 
 import pytest
 from kubernetes import client as k8s_client
+from kubernetes.dynamic import DynamicClient
 from noctaya.core.api import LLMServiceStatus
 from noctaya.k8s.reconciler import LLMServiceReconciler
 from noctaya.k8s.status_writer import DesiredStatus, StatusWriter
@@ -32,7 +34,9 @@ def test_spec_edit_racing_the_status_write_is_kept_and_status_reports_the_genera
     created = resources.create(llmservice("racy", {"runtime": {"name": runtime_name}}), namespace)
     seen = created["metadata"]["generation"]
     computed: list[LLMServiceStatus] = []
-    write = StatusWriter.write
+    sent: list[tuple[str, str]] = []  # the status writer's requests: (method, last path segment)
+    user_editing = False
+    write, request = StatusWriter.write, DynamicClient.request
 
     def write_while_the_user_edits(
         writer: StatusWriter, seen_object: Manifest, desired: DesiredStatus
@@ -40,21 +44,34 @@ def test_spec_edit_racing_the_status_write_is_kept_and_status_reports_the_genera
         ns, name = seen_object["metadata"]["namespace"], seen_object["metadata"]["name"]
 
         def racing(previous: LLMServiceStatus) -> LLMServiceStatus:
-            # Call 1 compares with the object the reconcile read; call 2 comes between the
-            # writer's fresh read and its write: the user's edit lands right there.
-            if len(computed) == 1:
+            nonlocal user_editing
+            # Call 1 computes on the object the reconcile read, right before the writer sends
+            # it: the user's edit lands in between, so that write conflicts.
+            if not computed:
                 edit = {"metadata": {"labels": {"team": "search"}}, "spec": {"scaling": {"max": 4}}}
+                user_editing = True
                 patch(api_client, "serving.noctaya.io/v1alpha1", "LLMService", ns, name, edit)
+                user_editing = False
             computed.append(desired(previous))
             return computed[-1]
 
-        return write(writer, seen_object, racing)
+        def recording(client: DynamicClient, method: str, path: str, *a: Any, **kw: Any) -> Any:
+            if not user_editing:
+                sent.append((method.upper(), path.rsplit("/", 1)[-1]))
+            return request(client, method, path, *a, **kw)
+
+        with monkeypatch.context() as writing:
+            writing.setattr(DynamicClient, "request", recording)
+            return write(writer, seen_object, racing)
 
     monkeypatch.setattr(StatusWriter, "write", write_while_the_user_edits)
 
     reconciler.reconcile((namespace, "racy"))
 
-    assert len(computed) == 3, "the conflicting write was retried once on the newest object"
+    assert len(computed) == 2, "the conflicting write was retried once on the newest object"
+    assert sent == [("PUT", "status"), ("GET", "racy"), ("PUT", "status")], (
+        "written first on the object the reconcile read; read again only after the conflict"
+    )
     live = resources.get("LLMService", "racy", namespace)
     assert live["spec"]["scaling"]["max"] == 4
     assert live["metadata"]["labels"] == {"team": "search"}

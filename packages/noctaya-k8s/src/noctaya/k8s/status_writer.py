@@ -1,8 +1,11 @@
-"""Writing LLMService status: only when it changed, through the status subresource, on the latest
-object, retrying conflicts (client-go's DefaultRetry: 5 attempts, 10 ms apart).
+"""Writing LLMService status: only when it changed, through the status subresource, retrying
+conflicts (client-go's DefaultRetry: 5 attempts, 10 ms apart).
 
-Each attempt reads the newest object and replaces only `.status`, so a concurrent spec or
-metadata change is never overwritten; an equal status is not written at all (no churn).
+The first attempt writes on the object the reconcile read (the informer's copy): its
+resourceVersion makes the API server refuse the write if anything changed since, so a
+concurrent spec or metadata change is never overwritten, and the common case costs one request
+instead of a read and a write. Only after a conflict is the newest object read and the status
+computed again on it. An equal status is not written at all (no churn).
 """
 
 from __future__ import annotations
@@ -48,36 +51,40 @@ class StatusWriter:
     def write(
         self, seen: KubeObject, desired: DesiredStatus
     ) -> tuple[LLMServiceStatus, LLMServiceStatus, KubeObject] | None:
-        """Compute `desired(previous)` on the newest object and store it if it differs.
+        """Compute `desired(previous)` on `seen` and store it if it differs, written on `seen`'s
+        resourceVersion; after a conflict, computed again on the newest object and retried.
 
         `seen` is the object the reconcile read; when its status already equals the desired
         one nothing is sent at all. Returns (previous, written, object) after a write, or None
         when nothing was written (unchanged, or the service is gone).
         """
-        seen_status = live_status(seen)
-        if same_status(seen_status, desired(seen_status)):
+        previous = live_status(seen)
+        status = desired(previous)
+        if same_status(previous, status):
             return None
         namespace, name = seen["metadata"]["namespace"], seen["metadata"]["name"]
         client = self._resolver.dynamic_client()
         resource = self._resolver.resolve(LLMSERVICE)
+        target: KubeObject = seen
         for attempt in range(ATTEMPTS):
             try:
-                latest = dict(client.get(resource, name=name, namespace=namespace).to_dict())  # type: ignore[no-untyped-call]
-            except NotFoundError:
-                return None
-            previous = live_status(latest)
-            status = desired(previous)
-            if same_status(previous, status):
-                return None
-            latest["status"] = status.to_wire()
-            try:
                 written = client.replace(  # type: ignore[no-untyped-call]
-                    resource.subresources["status"], body=latest, namespace=namespace
+                    resource.subresources["status"],
+                    body={**target, "status": status.to_wire()},
+                    namespace=namespace,
                 )
             except ConflictError:
                 if attempt == ATTEMPTS - 1:
                     raise
                 time.sleep(_DELAY * (1 + random.random() * _JITTER))
+                try:
+                    target = client.get(resource, name=name, namespace=namespace).to_dict()  # type: ignore[no-untyped-call]
+                except NotFoundError:
+                    return None
+                previous = live_status(target)
+                status = desired(previous)
+                if same_status(previous, status):
+                    return None
                 continue
             except NotFoundError:
                 return None
