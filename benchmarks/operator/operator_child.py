@@ -42,14 +42,16 @@ class OperatorChild:
         self,
         kubeconfig: Path,
         *,
-        workers: int,
+        workers: int | None,
         resync: float,
         pythonpath: list[Path],
         profile: Path | None,
     ) -> None:
         self.port = _free_port()
         command = [sys.executable, str(HERE / "operator_process.py"), str(kubeconfig)]
-        command += [str(self.port), "--workers", str(workers), "--resync", str(resync)]
+        command += [str(self.port), "--resync", str(resync)]
+        if workers is not None:
+            command += ["--workers", str(workers)]
         if profile is not None:
             command += ["--profile", str(profile)]
         env = dict(os.environ)

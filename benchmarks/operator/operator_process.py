@@ -1,6 +1,6 @@
 """The measured operator, in a process of its own so that its CPU time and peak RSS are its own.
 
-    python operator_process.py KUBECONFIG METRICS_PORT --workers 2 --resync 120 [--profile FILE]
+    python operator_process.py KUBECONFIG METRICS_PORT [--workers N] --resync 120 [--profile FILE]
 
 Wires the controller exactly as `noctaya-operator` does (through `build_controller`), with an
 informer resync period the benchmark chooses, and serves on 127.0.0.1:METRICS_PORT the
@@ -58,7 +58,7 @@ def main() -> int:
     parser = argparse.ArgumentParser()
     parser.add_argument("kubeconfig")
     parser.add_argument("metrics_port", type=int)
-    parser.add_argument("--workers", type=int, default=2)
+    parser.add_argument("--workers", type=int, help="default: the operator's own default")
     parser.add_argument("--resync", type=float, default=120.0)
     parser.add_argument("--profile", help="write cProfile stats here")
     args = parser.parse_args()
@@ -68,9 +68,9 @@ def main() -> int:
         api_client,
         OperatorSettings("ghcr.io/noctaya/noctaya-gateway:bench"),
         ManagerOptions(
-            workers=args.workers,
             health_probe_address="0",
             informer_timing=InformerTiming(resync_period=args.resync),
+            **({} if args.workers is None else {"workers": args.workers}),
         ),
     )
     metrics = ControllerMetrics()

@@ -2,7 +2,8 @@
 writes of an idle resync (which must be zero: a no-op reconcile writes nothing).
 
     .venv/bin/python benchmarks/operator/run.py [--services 100 --runtimes 5 --namespaces 10]
-    .venv/bin/python benchmarks/operator/run.py --scale 1000 [--compare HEAD~1] [--profile]
+    .venv/bin/python benchmarks/operator/run.py --scale 1000 [--compare REV] [--workers N]
+    .venv/bin/python benchmarks/operator/run.py --scale 1000 --profile
 
 `--scale 1000` is 1,000 services over 20 namespaces with 10 runtimes. `--compare REV` runs the
 same scenario first with the operator of commit REV (checked out with `git worktree` into a
@@ -208,7 +209,7 @@ class Run:
 def _print_run(run: Run, args: argparse.Namespace) -> None:
     print(
         f"\nOperator benchmark ({run.label}): {args.runtimes} runtimes, {args.services} services "
-        f"over {args.namespaces} namespaces, {args.workers} workers, resync every "
+        f"over {args.namespaces} namespaces, {args.workers or 'default'} workers, resync every "
         f"{args.resync:.0f}s"
     )
     print_table([run.converge, run.idle])
@@ -262,7 +263,9 @@ def main() -> int:
     parser.add_argument("--runtimes", type=int, default=5)
     parser.add_argument("--namespaces", type=int, default=10)
     parser.add_argument("--scale", type=int, choices=sorted(SCALES), help="a preset scenario")
-    parser.add_argument("--workers", type=int, default=2)
+    parser.add_argument(
+        "--workers", type=int, help="concurrent reconciles (default: each operator's own default)"
+    )
     parser.add_argument("--resync", type=float, default=120.0, help="informer resync period (s)")
     parser.add_argument("--timeout", type=float, default=600.0)
     parser.add_argument("--compare", metavar="REV", help="first run the operator of commit REV")

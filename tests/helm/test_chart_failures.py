@@ -18,7 +18,10 @@ def test_any_gateway_scaler_mode_fails_because_the_option_was_removed(
     assert SCALER_MODE_REMOVED in helm.failure({"gateway": {"scalerMode": mode}})
 
 
-@pytest.mark.parametrize("field", ["operator.replicas", "gateway.replicas"])
+COUNTS = ["operator.replicas", "gateway.replicas", "operator.maxConcurrentReconciles"]
+
+
+@pytest.mark.parametrize("field", COUNTS)
 @pytest.mark.parametrize(
     ("value", "shown"),
     [(0, "0"), (-1, "-1"), (2147483648, "2147483648"), (1.5, "1.5"), ("two", '"two"')],
@@ -31,7 +34,7 @@ def test_replica_counts_outside_int32_or_not_whole_fail(
     assert f"{field} must be an integer between 1 and 2147483647, got {shown}" in message
 
 
-@pytest.mark.parametrize("field", ["operator.replicas", "gateway.replicas"])
+@pytest.mark.parametrize("field", COUNTS)
 def test_replica_counts_from_set_are_checked_too(helm: Helm, field: str) -> None:
     message = helm.failure(None, f"{field}=0")
     assert f"{field} must be an integer between 1 and 2147483647, got 0" in message

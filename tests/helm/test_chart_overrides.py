@@ -42,6 +42,11 @@ def test_gateway_replicas_reach_the_operator_flag(helm: Helm, how: str) -> None:
     assert "--gateway-replicas=3" in manager_container(objects)["args"]
 
 
+def test_max_concurrent_reconciles_reach_the_operator_flag(helm: Helm) -> None:
+    objects = helm.render(None, "operator.maxConcurrentReconciles=8")
+    assert "--max-concurrent-reconciles=8" in manager_container(objects)["args"]
+
+
 def test_largest_int32_replica_counts_render_as_plain_integers(helm: Helm) -> None:
     objects = helm.render(
         {"operator": {"replicas": 2147483647}, "gateway": {"replicas": 2147483647}}

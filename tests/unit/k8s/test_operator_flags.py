@@ -40,6 +40,7 @@ def test_defaults_are_the_documented_defaults() -> None:
         gateway_image=DEFAULT_GATEWAY_IMAGE,
         gateway_replicas=1,
         fetch_image=DEFAULT_GATEWAY_IMAGE,
+        max_concurrent_reconciles=4,
         kubeconfig=None,
         zap_devel=True,
         log_format=None,
@@ -129,6 +130,25 @@ def test_gateway_replicas_that_are_not_a_go_int_are_usage_errors(
     err = _usage_error([f"--gateway-replicas={value}"], capsys)
     assert message in err
     assert "--gateway-replicas" in err
+
+
+def test_max_concurrent_reconciles_sets_the_workers() -> None:
+    assert parse_flags(["--max-concurrent-reconciles=8"]).max_concurrent_reconciles == 8
+
+
+@pytest.mark.parametrize("value", ["0", "-2"])
+def test_max_concurrent_reconciles_below_one_are_refused_by_name(value: str) -> None:
+    assert _refused([f"--max-concurrent-reconciles={value}"]) == (
+        f"max concurrent reconciles must be at least 1, got {value}"
+    )
+
+
+def test_max_concurrent_reconciles_that_are_not_a_go_int_are_usage_errors(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    err = _usage_error(["--max-concurrent-reconciles=many"], capsys)
+    assert 'invalid integer value "many"' in err
+    assert "--max-concurrent-reconciles" in err
 
 
 def test_an_empty_gateway_image_is_refused() -> None:

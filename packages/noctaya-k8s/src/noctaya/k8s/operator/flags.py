@@ -15,6 +15,7 @@ from importlib.metadata import version
 
 from noctaya.core.plan.gateway import validate_gateway_replicas
 from noctaya.k8s.runtime.health import parse_probe_address
+from noctaya.k8s.runtime.manager import DEFAULT_WORKERS
 
 # The gateway runs from the main image, the release this operator belongs to (images/build.sh
 # tags it with the same package version).
@@ -71,6 +72,7 @@ class OperatorFlags:
     gateway_image: str
     gateway_replicas: int
     fetch_image: str
+    max_concurrent_reconciles: int
     kubeconfig: str | None
     zap_devel: bool
     log_format: str | None  # "json" or "console"; None: the mode's default
@@ -149,6 +151,13 @@ def build_parser() -> argparse.ArgumentParser:
         help="gateway replicas per LLMService; more than one adds a PDB and a demand aggregator",
     )
     add(
+        "--max-concurrent-reconciles",
+        type=go_int,
+        default=DEFAULT_WORKERS,
+        metavar="N",
+        help="LLMServices reconciled at once; each reconcile mostly waits on the API server",
+    )
+    add(
         "--kubeconfig",
         default=None,
         help="kubeconfig file (default: $KUBECONFIG, then in-cluster, then ~/.kube/config)",
@@ -194,6 +203,10 @@ def validate(flags: OperatorFlags) -> None:
         parse_probe_address(flags.metrics_bind_address, "metrics bind")
     except ValueError as error:
         raise FlagError(str(error)) from error
+    if flags.max_concurrent_reconciles < 1:
+        raise FlagError(
+            f"max concurrent reconciles must be at least 1, got {flags.max_concurrent_reconciles}"
+        )
     if not flags.gateway_image.strip():
         raise FlagError("gateway image must not be empty")
     if not flags.fetch_image.strip():

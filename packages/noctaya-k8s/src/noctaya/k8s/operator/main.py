@@ -58,6 +58,7 @@ def run(flags: OperatorFlags, api_client: k8s.ApiClient) -> int:
         api_client,
         OperatorSettings(flags.gateway_image, flags.gateway_replicas, flags.fetch_image),
         ManagerOptions(
+            workers=flags.max_concurrent_reconciles,
             leader_election=leader_election,
             health_probe_address=flags.health_probe_bind_address,
         ),
@@ -73,6 +74,7 @@ def run(flags: OperatorFlags, api_client: k8s.ApiClient) -> int:
             "gatewayImage": flags.gateway_image,
             "fetchImage": flags.fetch_image,
             "gatewayReplicas": flags.gateway_replicas,
+            "maxConcurrentReconciles": flags.max_concurrent_reconciles,
             "leaderElection": leader_election.namespace if leader_election else False,
         },
     )

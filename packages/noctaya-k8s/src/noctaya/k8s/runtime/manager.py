@@ -45,7 +45,9 @@ Reconciler = Callable[[ObjectKey], None]
 """Brings the world in line with the object at `(namespace, name)`; raise to retry with backoff."""
 
 INFORMER_STOP_TIMEOUT = 10.0  # for all of them together
-CONNECTION_POOL_SIZE = 64  # one long-lived connection per watch, plus the workers' requests
+WATCH_CONNECTIONS = 64  # room for one long-lived connection per watch; each worker adds one
+DEFAULT_WORKERS = 4
+"""Reconciles run at once: each mostly waits on the API server, so more than the cores help."""
 
 
 class LeadershipLost(Exception):
@@ -54,7 +56,7 @@ class LeadershipLost(Exception):
 
 @dataclass(frozen=True)
 class ManagerOptions:
-    workers: int = 2
+    workers: int = DEFAULT_WORKERS
     leader_election: LeaderElectionConfig | None = None
     health_probe_address: str = ":8081"  # Go form; "0" disables
     informer_timing: InformerTiming = field(default_factory=InformerTiming)
@@ -73,7 +75,7 @@ class Manager:
 
     def __init__(self, api_client: ApiClient, options: ManagerOptions | None = None) -> None:
         self.options = options or ManagerOptions()
-        self.api_client = _client_for_watches(api_client)
+        self.api_client = _client_for_watches(api_client, self.options.workers)
         # Discovery for the watches, and for the reconciler's own DynamicClient calls: the
         # DynamicClient's discovery cache is not thread-safe, the resolver serializes it.
         self.resolver = ResourceResolver(
@@ -278,11 +280,12 @@ class Manager:
         return restore
 
 
-def _client_for_watches(api_client: ApiClient) -> ApiClient:
-    """A client like `api_client` with room for every watch's connection and TCP keepalive."""
+def _client_for_watches(api_client: ApiClient, workers: int) -> ApiClient:
+    """A client like `api_client` with a kept connection for every watch and worker, and TCP
+    keepalive: past the pool's size urllib3 opens and then drops a connection per request."""
     configuration = copy.deepcopy(api_client.configuration)
     configuration.connection_pool_maxsize = max(
-        configuration.connection_pool_maxsize or 0, CONNECTION_POOL_SIZE
+        configuration.connection_pool_maxsize or 0, WATCH_CONNECTIONS + workers
     )
     configuration.keep_alive = True
     return ApiClient(configuration)
