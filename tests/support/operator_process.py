@@ -122,13 +122,25 @@ class OperatorProcess:
         return [str(entry.get("msg")) for entry in self.log_entries()]
 
 
+_LOG_TAIL_LINES = 40
+
+
 @contextlib.contextmanager
 def running(*operators: OperatorProcess) -> Iterator[tuple[OperatorProcess, ...]]:
-    """Start the operators; whatever happens, none outlives the block."""
+    """Start the operators; whatever happens, none outlives the block.
+
+    A failing block prints each operator's last log lines: a timeout alone says nothing of why.
+    """
     try:
         for operator in operators:
             operator.start()
         yield operators
+    except BaseException:
+        for operator in operators:
+            if operator.log_path.exists():
+                tail = operator.log_text().splitlines()[-_LOG_TAIL_LINES:]
+                print(f"---- {operator.log_path.name}, last lines ----", *tail, sep="\n")
+        raise
     finally:
         for operator in operators:
             operator.kill()
