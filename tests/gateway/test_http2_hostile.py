@@ -228,3 +228,86 @@ async def test_a_body_stalled_on_one_stream_gets_408_and_takes_no_slot(
         assert gateway.pending == 0
     finally:
         client.close()
+
+
+MAX_STREAMS = 250
+"""What the gateway announces as SETTINGS_MAX_CONCURRENT_STREAMS."""
+
+
+async def _hold_every_stream(client: RawH2, gateway_pending: Callable[[], int]) -> list[int]:
+    """Open the gateway's whole stream allowance with cold waits, once it announced the limit
+    (this client acknowledges the SETTINGS before anything it sends after)."""
+    await client.until(
+        lambda: client.connection.remote_settings.max_concurrent_streams == MAX_STREAMS
+    )
+    held = [2 * i + 1 for i in range(MAX_STREAMS)]
+    for stream_id in held:
+        client.request(stream_id, request_headers("/v1/completions"), b"{}")
+    await eventually(lambda: gateway_pending() == MAX_STREAMS, within=30, what="held streams")
+    # From here on this client ignores the limit, as a hostile or broken one would.
+    client.connection.remote_settings[h2.settings.SettingCodes.MAX_CONCURRENT_STREAMS] = 2**31
+    client.connection.remote_settings.acknowledge()
+    return held
+
+
+async def test_a_stream_over_the_concurrency_limit_is_refused_alone(
+    engine: Engine, start_gateway: StartGateway
+) -> None:
+    """RFC 9113: a stream past SETTINGS_MAX_CONCURRENT_STREAMS is refused with RST_STREAM
+    REFUSED_STREAM, and the connection and its other streams carry on (hypercorn let h2 end the
+    connection with GOAWAY PROTOCOL_ERROR, leaving every accepted stream unanswered). Its header
+    block is still decoded: the next stream's head refers to what it added to the HPACK table."""
+    engine.make_unready()
+    gateway = await start_gateway(engine.url, max_queue=MAX_STREAMS, activation_timeout=60.0)
+    client = await RawH2.open(gateway.server.port)
+    try:
+        held = await _hold_every_stream(client, lambda: gateway.pending)
+        over = held[-1] + 2
+        refused_head = [*request_headers("/healthz", "GET"), ("x-refused", "indexed")]
+        client.request(over, refused_head)
+        assert (await client.response(over)).reset == h2.errors.ErrorCodes.REFUSED_STREAM
+        assert client.goaway is None
+
+        client.connection.reset_stream(held[0], h2.errors.ErrorCodes.CANCEL)
+        client.flush()
+        await eventually(lambda: gateway.pending == MAX_STREAMS - 1, what="one stream to end")
+        client.request(over + 2, refused_head)
+        assert (await client.response(over + 2)).status == b"200"
+
+        engine.make_ready()
+        for stream_id in held[1:]:
+            reply = await client.response(stream_id, within=30)
+            assert reply.status == b"200", f"stream {stream_id}: {reply}"
+        assert client.goaway is None
+    finally:
+        client.close()
+
+
+async def test_streams_opened_over_the_limit_again_and_again_count_as_a_reset_flood(
+    engine: Engine, start_gateway: StartGateway, caplog: pytest.LogCaptureFixture
+) -> None:
+    """A refused stream costs the gateway a header block to decode and a reset to send, like a
+    rapid reset: a client that keeps opening them spends the same budget and is calmed down."""
+    engine.make_unready()
+    gateway = await start_gateway(engine.url, max_queue=MAX_STREAMS, activation_timeout=60.0)
+    client = await RawH2.open(gateway.server.port)
+    try:
+        held = await _hold_every_stream(client, lambda: gateway.pending)
+        for stream_id in range(held[-1] + 2, held[-1] + 2 * 5_000, 2):
+            client.connection.send_headers(stream_id, request_headers("/v1/models", "GET"), True)
+            if stream_id % 200 == 1:
+                client.flush()
+                await client.read_for(0.001)
+                if client.goaway is not None or client.closed:
+                    break
+        client.flush()
+        await client.until_closed()
+    finally:
+        client.close()
+    assert client.goaway == h2.errors.ErrorCodes.ENHANCE_YOUR_CALM
+    refused = [r for r in client.replies.values() if r.reset == h2.errors.ErrorCodes.REFUSED_STREAM]
+    assert 900 <= len(refused) <= 1_100, f"{len(refused)} refusals before the GOAWAY"
+    engine.make_ready()  # the held streams' requests end with the connection
+    await eventually(lambda: gateway.pending == 0, what="the held requests to be let go")
+    errors = [r for r in caplog.records if r.levelno >= logging.ERROR]
+    assert errors == [], "no traceback for an abusive client"

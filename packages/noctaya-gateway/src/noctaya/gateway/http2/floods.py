@@ -2,10 +2,11 @@
 
 A client can send SETTINGS, PING, PRIORITY, tiny WINDOW_UPDATE, empty DATA or unknown frames
 without end, each answered or processed at once (300,000 SETTINGS frames took seconds of the
-gateway's only CPU), and can open and reset streams faster than any handler finishes (rapid
-reset, CVE-2023-44487). Like nghttp2, Go's x/net/http2 and nginx, the gateway lets a connection
-spend such frames from a token bucket, generous for any real client, and ends a connection that
-overdraws it with GOAWAY ENHANCE_YOUR_CALM.
+gateway's only CPU), can open and reset streams faster than any handler finishes (rapid reset,
+CVE-2023-44487), and can keep opening streams over the concurrency limit, each one refused.
+Like nghttp2, Go's x/net/http2 and nginx, the gateway lets a connection spend such frames from a
+token bucket, generous for any real client, and ends a connection that overdraws it with GOAWAY
+ENHANCE_YOUR_CALM.
 """
 
 from __future__ import annotations
@@ -15,13 +16,15 @@ from collections.abc import Callable
 from dataclasses import dataclass
 
 import h2.events
+from noctaya.gateway.http2.stream_scoped import StreamRefused
 
 CONTROL_BURST = 10_000
 CONTROL_RATE = 1_000.0
 """Control frames per connection: this many at once, refilled at this rate per second."""
 RESET_BURST = 1_000
 RESET_RATE = 100.0
-"""Streams the client resets, per connection (nghttp2 allows 1,000 at once too)."""
+"""Streams the client resets, or opens only to be refused, per connection (nghttp2 allows
+1,000 at once too)."""
 SMALL_WINDOW_UPDATE = 4096
 """Real clients batch window updates (Go's client sends none under 4 KiB); smaller ones count
 as control frames. Large ones cannot flood: the window overflows 2^31-1 within 2,048 frames."""
@@ -59,7 +62,7 @@ class FloodGuard:
 
     def allows(self, event: h2.events.Event) -> bool:
         """Charge `event` to its budget; False when the connection has overdrawn it."""
-        if isinstance(event, h2.events.StreamReset):
+        if isinstance(event, (h2.events.StreamReset, StreamRefused)):
             return self._resets.take(self._clock())
         if _is_control(event):
             return self._control.take(self._clock())

@@ -6,21 +6,13 @@ completion included); and hypercorn crashes the connection on a head h2 lets thr
 non-ASCII `:path` or a CONNECT without one. RFC 9113 makes a malformed request a stream error:
 the gateway runs h2's own checks, plus hypercorn's assumptions, for each request and resets only
 the offending stream. A body that disagrees with its `content-length` is malformed too, which
-h2 finds only as the DATA arrives (`StreamScopedConnection`).
+h2 finds only as the DATA arrives (`stream_scoped`).
 """
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
-
-import h2.connection
 import h2.exceptions
-from h2.errors import ErrorCodes
 from h2.utilities import HeaderValidationFlags, validate_headers
-
-if TYPE_CHECKING:
-    from h2.events import Event
-    from hyperframe.frame import DataFrame, Frame  # h2's frame layer
 
 _REQUEST = HeaderValidationFlags(
     is_client=False, is_trailer=False, is_response_header=False, is_push_promise=False
@@ -42,16 +34,3 @@ def is_malformed(headers: list[tuple[bytes, bytes]]) -> bool:
     if method is None or path is None:
         return True  # a CONNECT: only an origin server's own methods are served here
     return not (method.isascii() and path.isascii())
-
-
-class StreamScopedConnection(h2.connection.H2Connection):
-    """h2's connection, with a body-length mismatch reset as a stream error (h2 ends the whole
-    connection on it); its bytes are still credited to the connection's window."""
-
-    def _receive_data_frame(self, frame: DataFrame) -> tuple[list[Frame], list[Event]]:
-        try:
-            return super()._receive_data_frame(frame)
-        except h2.exceptions.InvalidBodyLengthError:
-            self.reset_stream(frame.stream_id, ErrorCodes.PROTOCOL_ERROR)
-            self.acknowledge_received_data(frame.flow_controlled_length, frame.stream_id)
-            return [], []

@@ -4,9 +4,11 @@
   abandons, or a stream the client resets, is cleaned up at once; hypercorn left both in its
   priority tree, which caps at 1,000 streams and then crashed the connection.
 - A malformed request (its head, or a body at odds with its length) resets its own stream
-  only (`malformed`).
-- Control-frame and reset floods end the connection with ENHANCE_YOUR_CALM (`floods`);
-  PRIORITY frames for streams that are not open are ignored (RFC 9113 deprecates the scheme).
+  only (`malformed`, `stream_scoped`), and so does a stream over the concurrency limit, refused
+  (`stream_scoped`).
+- Control-frame and reset floods (a refused stream counts as a reset) end the connection with
+  ENHANCE_YOUR_CALM (`floods`); PRIORITY frames for streams that are not open are ignored
+  (RFC 9113 deprecates the scheme).
 - Request DATA arriving after the response ended is credited and dropped: HTTP/2 lets a server
   answer (a 429, a 401) before the body is complete, and hypercorn 0.18 raised on such frames,
   dropping the connection (pgjones/hypercorn#329, fixed after 0.18).
@@ -25,7 +27,8 @@ from h2.errors import ErrorCodes
 from hypercorn.events import Closed, Event, RawData
 from hypercorn.protocol.h2 import H2Protocol
 from noctaya.gateway.http2.floods import FloodGuard
-from noctaya.gateway.http2.malformed import StreamScopedConnection, is_malformed
+from noctaya.gateway.http2.malformed import is_malformed
+from noctaya.gateway.http2.stream_scoped import StreamScopedConnection
 
 LINGER = 1.0
 """How long an abusive connection is drained after its GOAWAY before it is closed."""
