@@ -10,6 +10,8 @@ from kubernetes import client as k8s_client
 from support.cluster import layout
 
 from .workloads import (
+    GPU,
+    advertise_gpus,
     agent_deployment,
     agent_service,
     create,
@@ -20,7 +22,6 @@ from .workloads import (
 )
 
 pytestmark = [pytest.mark.e2e, pytest.mark.timeout(900)]
-GPU = "nvidia.com/gpu"
 
 
 def test_deployment_is_ready_and_its_service_answers_by_name_from_another_pod(
@@ -92,7 +93,7 @@ def test_deleting_an_owner_deletes_its_dependents(
 def gpus_advertised(api_client: k8s_client.ApiClient) -> Iterator[None]:
     """After the test, the node advertises no GPUs again."""
     yield
-    _set_gpus(k8s_client.CoreV1Api(api_client), None)
+    advertise_gpus(k8s_client.CoreV1Api(api_client), None)
 
 
 def test_gpu_pod_waits_for_the_node_to_advertise_gpus(
@@ -112,13 +113,6 @@ def test_gpu_pod_waits_for_the_node_to_advertise_gpus(
     assert f"Insufficient {GPU}" in message
     assert pod_phase(core, namespace, "gpu") == "Pending"
 
-    _set_gpus(core, "2")
+    advertise_gpus(core, "2")
     wait_for("the GPU pod to run", lambda: pod_phase(core, namespace, "gpu") == "Running")
     assert core.read_namespaced_pod("gpu", namespace).spec.node_name == layout.NAME
-
-
-def _set_gpus(core: k8s_client.CoreV1Api, count: str | None) -> None:
-    """Advertises `count` GPUs in the node status, as a device plugin would (None: none)."""
-    core.patch_node_status(
-        layout.NAME, {"status": {"capacity": {GPU: count}, "allocatable": {GPU: count}}}
-    )

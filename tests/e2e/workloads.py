@@ -8,10 +8,12 @@ from typing import Any, TypeVar
 
 from kubernetes import client as k8s_client
 from kubernetes import utils
+from support.cluster import layout
 from support.cluster.components import BOX_IMAGE
 
 HTTP_PORT = 8080
 GRPC_PORT = 9090
+GPU = "nvidia.com/gpu"
 _POLL_SECONDS = 0.5
 _Value = TypeVar("_Value")
 
@@ -102,6 +104,13 @@ def wait_for(what: str, probe: Callable[[], _Value | None], timeout: float = 120
 
 def pod_phase(core: k8s_client.CoreV1Api, namespace: str, name: str) -> str:
     return str(core.read_namespaced_pod(name, namespace).status.phase)
+
+
+def advertise_gpus(core: k8s_client.CoreV1Api, count: str | None) -> None:
+    """Advertises `count` GPUs in the node status, as a device plugin would (None: none)."""
+    core.patch_node_status(
+        layout.NAME, {"status": {"capacity": {GPU: count}, "allocatable": {GPU: count}}}
+    )
 
 
 def ready_replicas(apps: k8s_client.AppsV1Api, namespace: str, name: str) -> int:

@@ -9,6 +9,7 @@ from __future__ import annotations
 import hashlib
 import io
 import json
+import subprocess
 import tarfile
 from collections.abc import Mapping
 from dataclasses import dataclass, field
@@ -116,3 +117,18 @@ def _add(tar: tarfile.TarFile, name: str, blob: bytes) -> None:
     info = tarfile.TarInfo(name)
     info.size, info.mode = len(blob), 0o644
     tar.addfile(info, io.BytesIO(blob))
+
+
+def import_archives(socket: Path, archives: list[Path], timeout: float = 600.0) -> None:
+    """Imports OCI archives into the box's containerd (the kubelet's namespace), as a node
+    operator would with `ctr images import`: pods then run them without a pull."""
+    for archive in archives:
+        done = subprocess.run(
+            ["ctr", f"--address={socket}", "--namespace=k8s.io", "images", "import", str(archive)],
+            capture_output=True,
+            text=True,
+            timeout=timeout,
+            check=False,
+        )
+        if done.returncode != 0:
+            raise RuntimeError(f"ctr images import {archive.name} failed: {done.stderr.strip()}")

@@ -1,0 +1,233 @@
+"""The serving lifecycle on the box, installed as users install it (images imported into the
+node, `helm install`, the example applied): cold streams wake the backend 0 → 1 and it returns
+to 0, with the contract's phases and conditions along the way."""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+from helm.chart import Helm, HelmMissing, locate_helm
+from images.conftest import built_images  # noqa: F401  (the session's image archives)
+from kubernetes import client as k8s_client
+from kubernetes import dynamic
+from support.cluster import Cluster
+from support.custom_resources import CustomResources
+
+from .serving import (
+    backend_replicas,
+    chat,
+    condition,
+    diagnosed,
+    example,
+    install,
+    phases_seen,
+    status,
+    stream_chat,
+)
+from .workloads import advertise_gpus, ready_replicas, wait_for
+
+pytestmark = [pytest.mark.e2e, pytest.mark.timeout(900)]
+SERVICE = "demo"
+GPUS = "4"
+
+
+@pytest.fixture(scope="session")
+def helm(tmp_path_factory: pytest.TempPathFactory) -> Helm:
+    try:
+        return Helm(locate_helm(), tmp_path_factory.mktemp("helm-home"))
+    except HelmMissing as missing:
+        pytest.fail(str(missing), pytrace=False)
+
+
+@pytest.fixture(scope="session")
+def installed(
+    cluster: Cluster,
+    built_images: dict[str, Path],  # noqa: F811
+    helm: Helm,
+) -> None:
+    """Noctaya's images in the node and its chart installed, with the example's runtime."""
+    install(cluster, list(built_images.values()), helm)
+    runtime, _ = example()
+    CustomResources(cluster.api_client).create(runtime)
+
+
+@pytest.fixture
+def gpus(api_client: k8s_client.ApiClient) -> Iterator[None]:
+    """The node advertises GPUs for the backends while the test runs, none after."""
+    core = k8s_client.CoreV1Api(api_client)
+    advertise_gpus(core, GPUS)
+    yield
+    advertise_gpus(core, None)
+
+
+def test_a_cold_stream_wakes_the_backend_and_it_scales_back_to_zero(
+    api_client: k8s_client.ApiClient, namespace: str, installed: None, gpus: None
+) -> None:
+    with diagnosed(api_client, namespace):
+        _, service = example()
+        CustomResources(api_client).create(service, namespace)
+        idle = _wait_idle(api_client, namespace)
+        assert condition(idle, "Ready") == ("False", "ScaledToZero")
+        assert condition(idle, "AutoscalingReady")[0] == "True", idle
+        assert idle["endpointURL"].endswith("/v1")
+        assert backend_replicas(api_client, namespace, SERVICE) == 0
+
+        with phases_seen(api_client, namespace, SERVICE) as phases:
+            started = time.monotonic()
+            lines = list(stream_chat(api_client, namespace, SERVICE))
+            ready = _wait_phase(api_client, namespace, "Ready")
+        assert phases[:3] == ["ScaledToZero", "Loading", "Ready"], phases
+        heartbeats = [c for c in lines if c.line.startswith(b": heartbeat")]
+        tokens = [c for c in lines if c.line.startswith(b"data: {")]
+        assert heartbeats, [c.line for c in lines]
+        assert tokens, [c.line for c in lines]
+        assert heartbeats[0].at < tokens[0].at
+        assert any(c.line == b"data: [DONE]" for c in lines)
+        print(f"first token {tokens[0].at - started:.1f}s after the request")
+
+        assert ready["replicas"] == 1
+        assert condition(ready, "Ready")[0] == "True", ready
+        assert backend_replicas(api_client, namespace, SERVICE) == 1
+
+        wait_for(
+            "the backend back to 0 after the stabilization window",
+            lambda: backend_replicas(api_client, namespace, SERVICE) == 0,
+            timeout=300,
+        )
+        _wait_idle(api_client, namespace)
+
+
+def test_reject_mode_answers_503_with_retry_after_while_cold_and_still_wakes(
+    api_client: k8s_client.ApiClient, namespace: str, installed: None, gpus: None
+) -> None:
+    with diagnosed(api_client, namespace):
+        _, service = example(endpoint={"coldStart": {"mode": "reject"}})
+        CustomResources(api_client).create(service, namespace)
+        _wait_idle(api_client, namespace)
+
+        rejected = chat(api_client, namespace, SERVICE)
+        body = rejected.read()
+        assert rejected.status == 503, body
+        assert int(rejected.headers["Retry-After"]) > 0, dict(rejected.headers)
+
+        wait_for(
+            "the rejected request to wake the backend",
+            lambda: backend_replicas(api_client, namespace, SERVICE) == 1,
+        )
+        _wait_phase(api_client, namespace, "Ready")
+        lines = [c.line for c in stream_chat(api_client, namespace, SERVICE)]
+        assert b"data: [DONE]" in lines, lines
+
+
+def test_deleting_the_service_removes_every_object_it_owned_and_its_pods(
+    api_client: k8s_client.ApiClient, namespace: str, installed: None, gpus: None
+) -> None:
+    with diagnosed(api_client, namespace):
+        _, service = example()
+        created = CustomResources(api_client).create(service, namespace)
+        _wait_idle(api_client, namespace)
+        lines = [c.line for c in stream_chat(api_client, namespace, SERVICE)]
+        assert b"data: [DONE]" in lines, lines
+        owned = _owned(api_client, namespace, created["metadata"]["uid"])
+        kinds = {kind for kind, _ in owned}
+        assert {"Deployment", "Service", "ScaledObject"} <= kinds, owned
+        assert _pods(api_client, namespace), "a gateway and a backend pod run before the delete"
+
+        CustomResources(api_client).delete("LLMService", SERVICE, namespace)
+        wait_for(
+            "every owned object and pod gone",
+            lambda: (
+                not _owned(api_client, namespace, created["metadata"]["uid"])
+                and not _pods(api_client, namespace)
+            ),
+            timeout=180,
+        )
+
+
+def _wait_phase(api_client: k8s_client.ApiClient, namespace: str, phase: str) -> dict[str, Any]:
+    return wait_for(
+        f"the service {phase}",
+        lambda: (s := status(api_client, namespace, SERVICE)).get("phase") == phase and s,
+        timeout=300,
+    )
+
+
+def _wait_idle(api_client: k8s_client.ApiClient, namespace: str) -> dict[str, Any]:
+    """ScaledToZero with no backend pod left: the pod the Deployment starts with (the operator
+    leaves its replicas to KEDA) has gone, so a request finds the backend cold."""
+    core = k8s_client.CoreV1Api(api_client)
+
+    def idle() -> dict[str, Any] | None:
+        pods = core.list_namespaced_pod(
+            namespace, label_selector=f"app.kubernetes.io/name={SERVICE}"
+        )
+        found = status(api_client, namespace, SERVICE)
+        return found if found.get("phase") == "ScaledToZero" and not pods.items else None
+
+    return wait_for("the service ScaledToZero with no backend pod", idle, timeout=300)
+
+
+def _owned(api_client: k8s_client.ApiClient, namespace: str, uid: str) -> list[tuple[str, str]]:
+    """(kind, name) of every object in `namespace` the LLMService `uid` owns."""
+    client = dynamic.DynamicClient(api_client)  # type: ignore[no-untyped-call]
+    found = []
+    for api_version, kind in _OWNABLE:
+        for item in (
+            client.resources.get(api_version=api_version, kind=kind).get(namespace=namespace).items
+        ):
+            owners = item.metadata.get("ownerReferences") or []
+            if any(owner["uid"] == uid for owner in owners):
+                found.append((kind, item.metadata.name))
+    return found
+
+
+def _pods(api_client: k8s_client.ApiClient, namespace: str) -> list[str]:
+    pods = k8s_client.CoreV1Api(api_client).list_namespaced_pod(namespace).items
+    return [pod.metadata.name for pod in pods]
+
+
+_OWNABLE = (
+    ("apps/v1", "Deployment"),
+    ("v1", "Service"),
+    ("v1", "ConfigMap"),
+    ("v1", "Secret"),
+    ("v1", "ServiceAccount"),
+    ("v1", "PersistentVolumeClaim"),
+    ("batch/v1", "Job"),
+    ("policy/v1", "PodDisruptionBudget"),
+    ("keda.sh/v1alpha1", "ScaledObject"),
+)
+
+
+def test_load_above_target_scales_one_to_n_through_the_hpa_and_back_to_zero(
+    api_client: k8s_client.ApiClient, namespace: str, installed: None, gpus: None
+) -> None:
+    apps = k8s_client.AppsV1Api(api_client)
+    with diagnosed(api_client, namespace):
+        _, service = example()  # target 1, max 3
+        CustomResources(api_client).create(service, namespace)
+        _wait_idle(api_client, namespace)
+        # Long streams, held open unread: each is one in-flight request until it is closed.
+        streams = [chat(api_client, namespace, SERVICE, tokens=5000) for _ in range(3)]
+        try:
+            assert [s.status for s in streams] == [200] * 3
+            wait_for(
+                "three ready backends for three requests at target 1",
+                lambda: ready_replicas(apps, namespace, SERVICE) == 3,
+                timeout=300,
+            )
+            autoscaler = k8s_client.AutoscalingV2Api(api_client)
+            (hpa,) = autoscaler.list_namespaced_horizontal_pod_autoscaler(namespace).items
+            assert hpa.spec.scale_target_ref.name == SERVICE
+        finally:
+            for stream in streams:
+                stream.close()
+        wait_for(
+            "the backend back to 0 once the load ends",
+            lambda: backend_replicas(api_client, namespace, SERVICE) == 0,
+            timeout=300,
+        )
