@@ -3,10 +3,7 @@
 from __future__ import annotations
 
 import copy
-import resource
-import subprocess
 import sys
-import time
 from pathlib import Path
 from typing import Any
 
@@ -16,14 +13,12 @@ from noctaya.core.api import LLMService
 from noctaya.gateway.local.cli import main
 from noctaya.gateway.local.errors import LocalConfigError
 from noctaya.gateway.local.manifest import validate_document
+from support.hostile_yaml import COMMAND_DEADLINE, laughs, run_capped
 
 from .support import runtime_doc, service_doc, write_manifest
 
 PORT = 18999
 """Never bound: every case here is rejected before anything starts."""
-MEMORY_CAP = 512 << 20
-"""Address space for a `noctaya-local` run that must refuse its file cheaply (it needs ~70 MiB)."""
-COMMAND_DEADLINE = 60.0
 OCI_URI = "oci://registry.example.com/models/tiny@sha256:" + "0" * 64
 
 
@@ -206,38 +201,20 @@ def test_vendor_selection_follows_the_operator_rules(
 
 
 def run_command(manifest: Path) -> tuple[str, float]:
-    """`noctaya-local manifest` as a process capped at MEMORY_CAP: its one line and its run time;
+    """`noctaya-local manifest` as a process in capped memory: its one line and its run time;
     it must exit 2 without a traceback."""
-    started = time.monotonic()
-    result = subprocess.run(
-        [sys.executable, "-m", "noctaya.gateway.local", str(manifest)],
-        capture_output=True,
-        text=True,
-        timeout=COMMAND_DEADLINE,
-        check=False,
-        preexec_fn=lambda: resource.setrlimit(resource.RLIMIT_AS, (MEMORY_CAP, MEMORY_CAP)),
-    )
-    elapsed = time.monotonic() - started
+    result = run_capped([sys.executable, "-m", "noctaya.gateway.local", str(manifest)])
     assert "Traceback" not in result.stderr, result.stderr[-2000:]
     assert result.returncode == 2, result.stderr[-2000:]
     assert result.stderr.count("\n") == 1, result.stderr[-2000:]
     assert result.stdout == ""
-    return result.stderr, elapsed
+    return result.stderr, result.elapsed
 
 
 def test_the_command_line_exits_2_with_one_line_and_no_traceback(tmp_path: Path) -> None:
     manifest = write_manifest(tmp_path / "svc.yaml", runtime_doc(PORT, command=None), service_doc())
     error, _ = run_command(manifest)
     assert "serving.noctaya.io/local-command" in error
-
-
-def laughs(levels: int = 9) -> str:
-    """A ~1 KB "billion laughs" mapping: each anchored list holds nine aliases of the one before."""
-    lines = ['  l0: &l0 ["lol", "lol", "lol", "lol", "lol", "lol", "lol", "lol", "lol"]']
-    for level in range(1, levels + 1):
-        aliases = ", ".join([f"*l{level - 1}"] * 9)
-        lines.append(f"  l{level}: &l{level} [{aliases}]")
-    return "\n".join(lines) + "\n"
 
 
 def test_an_alias_bomb_is_refused_at_once_in_bounded_memory(tmp_path: Path) -> None:
@@ -259,7 +236,7 @@ def test_a_file_over_one_mib_is_refused_with_the_limit(
     assert main([str(manifest)]) == 2
     error = capsys.readouterr().err
     assert error.count("\n") == 1
-    assert "larger than 1048576 bytes (1 MiB), the most local mode reads" in error
+    assert "larger than 1048576 bytes (1 MiB), the most a manifest file may hold" in error
 
 
 @pytest.mark.parametrize(

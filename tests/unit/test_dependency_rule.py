@@ -1,10 +1,10 @@
 """The dependency rule over the real import graph of every distribution's source.
 
-core imports only the standard library, pydantic and pluggy; k8s and gateway never import each
-other; fetch (model delivery) imports only the core; vendor plugins import only the core (and
-pluggy); vendors are reached only through entry points; nothing imports `tests`. Every import
-counts: relative ones, `from x import y`, imports inside functions or `TYPE_CHECKING` blocks, and
-`importlib.import_module("literal")`.
+core imports only the standard library, pydantic, pluggy and PyYAML (for the one bounded reader
+of manifest YAML); k8s and gateway never import each other; fetch (model delivery) imports only
+the core; vendor plugins import only the core (and pluggy); vendors are reached only through
+entry points; nothing imports `tests`. Every import counts: relative ones, `from x import y`,
+imports inside functions or `TYPE_CHECKING` blocks, and `importlib.import_module("literal")`.
 """
 
 from __future__ import annotations
@@ -21,7 +21,10 @@ REPO = Path(__file__).resolve().parents[2]
 STDLIB = frozenset(sys.stdlib_module_names)
 CORE, K8S, GATEWAY, FETCH = "noctaya.core", "noctaya.k8s", "noctaya.gateway", "noctaya.fetch"
 VENDOR_PREFIX = "noctaya.vendor_"
-THIRD_PARTY_ALLOWED = {CORE: {"pydantic", "pydantic_core", "pluggy"}, "vendor": {"pluggy"}}
+THIRD_PARTY_ALLOWED = {
+    CORE: {"pydantic", "pydantic_core", "pluggy", "yaml"},
+    "vendor": {"pluggy"},
+}
 
 
 @dataclass(frozen=True)
@@ -115,7 +118,7 @@ def why_forbidden(importer: str, imported: str) -> str | None:
             return None
         if vendor:
             return "vendor plugins import only the standard library, pluggy and noctaya.core"
-        return "noctaya.core imports only the standard library, pydantic and pluggy"
+        return "noctaya.core imports only the standard library, pydantic, pluggy and PyYAML"
     if own == CORE:
         return "noctaya.core imports no other Noctaya package"
     if vendor and target != CORE:
@@ -194,6 +197,7 @@ def test_checker_reports_a_synthetic_violation(module: str, source: str, rule: s
     [
         ("noctaya.core.plan", "from __future__ import annotations\nimport json\n", False),
         ("noctaya.core.plan", "from pydantic import BaseModel\nimport pydantic_core\n", False),
+        ("noctaya.core.api.yaml_documents", "import yaml\n", False),
         ("noctaya.core.plan", "from .values import Duration\nfrom . import errors\n", False),
         ("noctaya.core", "from .values import Duration\n", True),
         ("noctaya.core.values.x", "from ..errors import NoctayaError\n", False),

@@ -6,11 +6,13 @@ the operator's `Reason: message`) and exit 1, never a traceback.
 
 from __future__ import annotations
 
+import sys
 from pathlib import Path
 
 import pytest
 import yaml
 from noctaya.k8s.cli import main
+from support.hostile_yaml import COMMAND_DEADLINE, laughs, run_capped
 from support.manifests import inference_runtime, llmservice
 
 REPO = Path(__file__).resolve().parents[3]
@@ -147,7 +149,7 @@ def test_render_writes_nothing_when_any_service_is_invalid(
 @pytest.mark.parametrize(
     ("text", "problem"),
     [
-        ("kind: [unclosed\n", "invalid YAML: expected ',' or ']', but got '<stream end>'"),
+        ("kind: [unclosed\n", "invalid YAML: did not find expected ',' or ']' (line 2, column 1)"),
         ("- just\n- a list\n", "expected a mapping, got list"),
         ("kind: LLMService\nspec: {}\n", "metadata.name: Required value"),
     ],
@@ -195,3 +197,55 @@ def test_a_second_object_of_the_same_kind_and_name_is_a_duplicate(
         f'{files} (document 2): InferenceRuntime rt: metadata.name: Duplicate value "rt"',
         f'{files} (document 4): LLMService default/svc: metadata.name: Duplicate value "svc"',
     ]
+
+
+@pytest.mark.parametrize("command", ["validate", "render"])
+def test_an_alias_bomb_is_one_problem_in_bounded_time_and_memory(
+    tmp_path: Path, command: str
+) -> None:
+    bomb = tmp_path / "bomb.yaml"
+    bomb.write_text(f"kind: LLMService\nbomb:\n{laughs()}", encoding="utf-8")
+    assert bomb.stat().st_size < 1024
+    bad = write(tmp_path / "bad.yaml", llmservice("bad", {"scaling": {"maxx": 2}}))
+
+    result = run_capped(
+        [sys.executable, "-m", "noctaya.k8s.cli", command, "-f", str(bomb), str(bad)]
+    )
+
+    assert "Traceback" not in result.stderr, result.stderr[-2000:]
+    assert (result.returncode, result.stdout) == (1, "")
+    assert result.stderr.splitlines() == [
+        f"{bomb}: invalid YAML: &l0 (line 3, column 7): "
+        "anchors and aliases are not supported in manifests",
+        f"{bad}: LLMService default/bad: spec.scaling.maxx: unknown field",
+    ]
+    assert result.elapsed < COMMAND_DEADLINE / 2
+
+
+@pytest.mark.parametrize(
+    ("text", "problem"),
+    [
+        ("spec:\n  target: " + "1" * 6000, "Exceeds the limit (4300 digits) for integer string"),
+        ("created: 2020-02-30\n", "day is out of range for month (line 1, column 10)"),
+        ("[" * 100 + "]" * 100, "nested deeper than 64 levels (line 1, column 65)"),
+        ("[" * 200_000 + "]" * 200_000, "invalid YAML: exceeded maximum nesting depth"),
+        ("# padding\n" * (1 << 17), "larger than 1048576 bytes (1 MiB)"),
+        (b"kind: \xff\n", "not UTF-8"),
+    ],
+    ids=["huge-integer", "impossible-date", "deep", "deeper", "over-one-mib", "not-utf-8"],
+)
+def test_yaml_python_cannot_build_is_one_problem_with_its_place(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], text: str | bytes, problem: str
+) -> None:
+    path = tmp_path / "hostile.yaml"
+    if isinstance(text, bytes):
+        path.write_bytes(text)
+    else:
+        path.write_text(text, encoding="utf-8")
+
+    code, out, err = run(capsys, "validate", "-f", str(path))
+
+    assert (code, out) == (1, "")
+    [line] = err.splitlines()
+    assert line.startswith(f"{path}: ")
+    assert problem in line

@@ -15,9 +15,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, TypeVar
 
-import yaml
 from noctaya.core.api import InvalidResource, LLMService, parse_inferenceruntime, parse_llmservice
 from noctaya.core.api.json_shape import quote
+from noctaya.core.api.yaml_documents import ManifestYAMLError, read_documents
 from noctaya.core.errors import NoctayaError
 from noctaya.core.plugins import VendorRegistry
 from noctaya.k8s import kinds
@@ -189,32 +189,22 @@ def _expand(paths: Iterable[Path], problems: list[Problem]) -> list[Path]:
 
 
 def _read_all(files: Iterable[Path], problems: list[Problem]) -> list[_Document]:
+    """Each file's documents through the core's bounded reader; a file it refuses is one problem."""
     documents: list[_Document] = []
     for path in files:
         try:
-            loaded = list(yaml.safe_load_all(path.read_text(encoding="utf-8")))
-        except (OSError, UnicodeDecodeError) as error:
+            with path.open("rb") as file:
+                bodies = read_documents(file, source=str(path))
+        except OSError as error:
             problems.append(Problem(str(path), f"cannot read: {error}"))
             continue
-        except yaml.YAMLError as error:
-            problems.append(Problem(str(path), f"invalid YAML: {_yaml_problem(error)}"))
+        except ManifestYAMLError as error:
+            problems.append(Problem(error.where, error.problem))
             continue
-        bodies = [body for body in loaded if body is not None]
         for index, body in enumerate(bodies, start=1):
             where = str(path) if len(bodies) == 1 else f"{path} (document {index})"
-            if isinstance(body, Mapping):
-                documents.append(_Document(where, body))
-            else:
-                problems.append(Problem(where, f"expected a mapping, got {type(body).__name__}"))
+            documents.append(_Document(where, body))
     return documents
-
-
-def _yaml_problem(error: yaml.YAMLError) -> str:
-    problem = getattr(error, "problem", None) or str(error)
-    mark = getattr(error, "problem_mark", None)
-    if mark is None:
-        return str(problem)
-    return f"{problem} (line {mark.line + 1}, column {mark.column + 1})"
 
 
 class _ManifestReader:

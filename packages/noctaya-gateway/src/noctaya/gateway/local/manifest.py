@@ -23,12 +23,12 @@ from noctaya.core.api import (
     parse_inferenceruntime,
     parse_llmservice,
 )
+from noctaya.core.api.yaml_documents import ManifestYAMLError, read_documents
 from noctaya.core.errors import NoctayaError
 from noctaya.core.runtime_selection import RuntimeCandidate, select_runtime
 from noctaya.core.values.go_text import go_list
 from noctaya.gateway.local.errors import LocalConfigError
 from noctaya.gateway.local.names import dns_label_problem, dns_subdomain_problem, shown
-from noctaya.gateway.local.yaml_documents import parse_documents, read_documents
 
 LLMSERVICE, INFERENCERUNTIME = "LLMService", "InferenceRuntime"
 _Resource = TypeVar("_Resource", LLMService, InferenceRuntime)
@@ -42,11 +42,14 @@ class LocalManifest:
 
 def load_manifest(path: Path) -> LocalManifest:
     """Read `path`, validate every document through the API models and select the runtime."""
-    return _manifest(read_documents(path), str(path))
-
-
-def parse_manifest(text: str, *, source: str) -> LocalManifest:
-    return _manifest(parse_documents(text, source=source), source)
+    try:
+        with path.open("rb") as file:
+            documents = read_documents(file, source=str(path))
+    except OSError as error:
+        raise LocalConfigError(f"read {path}: {error}") from None
+    except ManifestYAMLError as error:
+        raise LocalConfigError(str(error)) from None
+    return _manifest(documents, str(path))
 
 
 def _manifest(documents: Sequence[Mapping[str, Any]], source: str) -> LocalManifest:
