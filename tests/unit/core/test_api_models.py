@@ -298,3 +298,24 @@ def test_condition_reason_must_be_a_kubernetes_reason() -> None:
     found = problems(parse_llmservice, {"spec": service_spec(), "status": status})
     assert len(found) == 1
     assert found[0].startswith('status.conditions[0].reason: Invalid value "not a reason"')
+
+
+@pytest.mark.parametrize(
+    ("parse", "kind"),
+    [(parse_llmservice, "LLMService"), (parse_inferenceruntime, "InferenceRuntime")],
+)
+@pytest.mark.parametrize(
+    "header",
+    [
+        {"apiVersion": "serving.noctaya.io/v1alpha1", "kind": None, "metadata": {"name": "x"}},
+        {"kind": None},
+        {"metadata": {"name": "x"}},
+        {"status": {}},
+    ],
+    ids=["whole-header", "kind-only", "metadata-only", "status-only"],
+)
+def test_a_manifest_without_spec_is_missing_its_spec_not_a_bare_spec(
+    parse: Any, kind: str, header: dict[str, Any]
+) -> None:
+    manifest = {key: kind if key == "kind" else value for key, value in header.items()}
+    assert problems(parse, manifest) == ["spec: Required value"]

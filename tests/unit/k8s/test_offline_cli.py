@@ -152,6 +152,7 @@ def test_render_writes_nothing_when_any_service_is_invalid(
         ("kind: [unclosed\n", "invalid YAML: did not find expected ',' or ']' (line 2, column 1)"),
         ("- just\n- a list\n", "expected a mapping, got list"),
         ("kind: LLMService\nspec: {}\n", "metadata.name: Required value"),
+        ("kind: LLMService\nmetadata: {name: x}\n", "LLMService default/x: spec: Required value"),
     ],
 )
 def test_malformed_files_are_one_line_errors_not_tracebacks(

@@ -24,6 +24,8 @@ from pydantic_core import ErrorDetails
 
 _Resource = TypeVar("_Resource", bound=BaseModel)
 _PROBLEMS_SHOWN = 20
+_OBJECT_FIELDS = frozenset({"apiVersion", "kind", "metadata", "spec", "status"})
+"""A mapping with any of these is a whole object (its spec may be missing), never a bare spec."""
 
 
 class InvalidResource(NoctayaError):
@@ -39,12 +41,12 @@ class InvalidResource(NoctayaError):
 
 
 def parse_llmservice(manifest: Mapping[str, Any]) -> LLMService:
-    """Validate a whole LLMService manifest, or just its spec (a mapping without `spec`)."""
+    """Validate a whole LLMService manifest, or just its spec (a mapping with no object field)."""
     return _parse(LLMService, "LLMService", manifest, context=None)
 
 
 def parse_inferenceruntime(manifest: Mapping[str, Any]) -> InferenceRuntime:
-    """Validate a whole InferenceRuntime manifest, or just its spec (a mapping without `spec`)."""
+    """Validate a whole InferenceRuntime manifest, or just its spec (no object field)."""
     return _parse(InferenceRuntime, "InferenceRuntime", manifest, context=None)
 
 
@@ -79,7 +81,7 @@ def _parse(
 ) -> _Resource:
     if not isinstance(manifest, Mapping):
         raise InvalidResource(kind, [f"expected a mapping, got {type(manifest).__name__}"])
-    document = dict(manifest) if "spec" in manifest else {"spec": dict(manifest)}
+    document = dict(manifest) if _OBJECT_FIELDS & manifest.keys() else {"spec": dict(manifest)}
     problems = _header_problems(kind, document) + shape_problems(document)
     if problems:
         raise InvalidResource(kind, problems)
