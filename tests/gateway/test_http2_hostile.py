@@ -14,14 +14,29 @@ import aiohttp
 import h2.errors
 import h2.settings
 import pytest
+from hypercorn.protocol.h2 import BUFFER_HIGH_WATER
+from noctaya.gateway.upstream.connection import HIGH_WATER as UPSTREAM_HIGH_WATER
 
 from .conftest import StartGateway
-from .firehose import start_firehose
+from .firehose import CHUNK, start_firehose
 from .h2_client import RawH2, request_headers
 from .support import Command, Engine, eventually, start_echo, start_gateway_command
 
 StartCommand = Callable[..., Command]
-MIB = 1024 * 1024
+KIB = 1024
+MIB = 1024 * KIB
+RECV_SIZE = 256 * KIB
+"""The most an asyncio socket transport reads at once."""
+STALLED_STREAM = UPSTREAM_HIGH_WATER + RECV_SIZE + BUFFER_HIGH_WATER + len(CHUNK)
+"""What the design lets one stalled stream hold: the backend connection's buffer, read up to its
+high-water mark and so past it by at most one read, and the HTTP/2 stream buffer, filled up to
+its high-water mark and so past it by at most one message: ~600 KiB."""
+CONNECTION_OVERHEAD = 256 * KIB
+"""Allowed per stalled stream besides its buffers (two TCP transports, h2's and hypercorn's state,
+tasks, allocator slack). Measured: each stalled stream adds ~590 KiB, buffers included."""
+WARM_UP = 2 * MIB
+"""Once per process: what the first streamed request leaves behind besides its buffers (measured
+~0.4 MiB)."""
 
 
 def _rss(pid: int) -> int:
@@ -37,8 +52,10 @@ async def test_clients_that_never_open_their_window_hold_bounded_buffers_then_ge
 ) -> None:
     """Five streams whose client reads the socket but never opens its flow-control window, in
     front of a backend streaming as fast as it is read. The gateway once buffered the backend
-    stream whole (59 MiB to 1 GiB in 4 s for one stream); now it reads no faster than the client
-    takes, answers others promptly, and resets the stalled streams at the send timeout."""
+    stream whole (59 MiB to 1 GiB in 4 s for one stream); now each stalled stream holds its
+    bounded buffers (`STALLED_STREAM`) and no more, the backend is read no faster than the
+    client takes, others are answered promptly, and the stalled streams reset at the send
+    timeout."""
     firehose = await start_firehose()
     gateway, port = await start_gateway_command(
         commands, firehose.url, NOCTAYA_CLIENT_SEND_TIMEOUT="4s"
@@ -49,13 +66,24 @@ async def test_clients_that_never_open_their_window_hold_bounded_buffers_then_ge
     baseline = _rss(gateway.process.pid)
     clients = [await RawH2.open(port, window=1024) for _ in range(5)]
     try:
-        for client in clients:
+        clients[0].request(1, request_headers("/v1/completions?stream=true", "GET"))
+        await eventually(lambda: firehose.streams == 1, what="the first backend stream")
+        await clients[0].read_for(1.0)
+        first = _rss(gateway.process.pid)
+        for client in clients[1:]:
             client.request(1, request_headers("/v1/completions?stream=true", "GET"))
         await eventually(lambda: firehose.streams == 5, what="five backend streams")
         await asyncio.gather(*(client.read_for(2.0) for client in clients))
         assert firehose.sent < 100 * MIB, f"backend read {firehose.sent / MIB:.0f} MiB"
-        grown = _rss(gateway.process.pid) - baseline
-        assert grown < 32 * MIB, f"gateway grew {grown / MIB:.0f} MiB"
+        now = _rss(gateway.process.pid)
+        each = (now - first) / 4
+        allowed = STALLED_STREAM + CONNECTION_OVERHEAD
+        assert each < allowed, (
+            f"{each / KIB:.0f} KiB per stalled stream, {allowed / KIB:.0f} allowed"
+        )
+        grown = now - baseline
+        allowed = 5 * (STALLED_STREAM + CONNECTION_OVERHEAD) + WARM_UP
+        assert grown < allowed, f"gateway grew {grown / KIB:.0f} KiB, {allowed / KIB:.0f} allowed"
         started = time.monotonic()
         async with http.post(f"{url}/healthz") as response:
             assert response.status == 200
