@@ -15,7 +15,7 @@ from noctaya.gateway.upstream import UpstreamPool
 from support.fake_clock import FakeClock
 
 from .conftest import StartGateway
-from .support import Engine, eventually, metric, read_events, token_texts
+from .support import Engine, Gateway, eventually, metric, read_events, token_texts
 
 REJECT = ColdStartMode.REJECT
 TIMED_OUT = {"reason": "activation_timeout"}
@@ -197,6 +197,17 @@ async def test_malformed_json_on_the_cold_path_is_treated_as_non_streaming(
     assert engine.requests[-1].body == body, "the peeked body is forwarded intact"
 
 
+async def _outlive_the_deadline_of_a_request_before(
+    gateway: Gateway, http: aiohttp.ClientSession
+) -> None:
+    """Return once the activation deadline of every earlier request has passed, without a clock
+    to sleep on: a request made now, with the same activation timeout, has timed out. A deadline
+    the gateway still held for a request that left would have fired, and counted, by then."""
+    async with http.post(f"{gateway.url}/v1/completions", json={}) as response:
+        assert response.status == 503
+        assert (await response.json())["error"]["code"] == "activation_timeout"
+
+
 async def test_client_leaving_a_non_streaming_wait_is_not_a_timeout(
     engine: Engine, start_gateway: StartGateway, http: aiohttp.ClientSession
 ) -> None:
@@ -213,10 +224,10 @@ async def test_client_leaving_a_non_streaming_wait_is_not_a_timeout(
     writer.close()
     await eventually(lambda: gateway.pending == 0, what="the slot to be freed")
     assert gateway.demand == 1, "the lease still holds demand for the backend"
-    await asyncio.sleep(0.6)  # outlive the deadline the request had: nothing may count it later
+    await _outlive_the_deadline_of_a_request_before(gateway, http)
     text = await gateway.metrics(http)
-    assert metric(text, "noctaya_gateway_rejections_total", TIMED_OUT) is None
-    assert metric(text, "noctaya_gateway_requests_total", {"code": "503"}) is None
+    assert metric(text, "noctaya_gateway_rejections_total", TIMED_OUT) == 1, "the later one's"
+    assert metric(text, "noctaya_gateway_requests_total", {"code": "503"}) == 1
 
 
 async def test_client_leaving_a_heartbeat_stream_frees_the_slot_without_a_rejection(
@@ -229,9 +240,9 @@ async def test_client_leaving_a_heartbeat_stream_frees_the_slot_without_a_reject
     assert await response.content.readuntil(b"\n\n") == b": heartbeat\n\n"
     response.close()
     await eventually(lambda: gateway.pending == 0, what="the slot to be freed")
-    await asyncio.sleep(0.6)  # outlive the deadline the stream had: nothing may count it later
+    await _outlive_the_deadline_of_a_request_before(gateway, http)
     text = await gateway.metrics(http)
-    assert metric(text, "noctaya_gateway_rejections_total", TIMED_OUT) is None
+    assert metric(text, "noctaya_gateway_rejections_total", TIMED_OUT) == 1, "the later one's"
     assert metric(text, "noctaya_gateway_requests_total", {"code": "200"}) == 1
 
 
