@@ -6,7 +6,8 @@ client trickling header bytes held its connection, its task and up to `h11_max_i
 of buffer for two minutes, and one peer could hold thousands. Like a Go server's ReadHeaderTimeout,
 a head must now be complete within `HEAD_TIMEOUT` of its first byte arriving;
 past that the connection is closed without an answer, as Go does (h11 can answer only a request
-it has read). Idle connections keep the keep-alive budget.
+it has read). Idle connections keep the keep-alive budget. The protocol also answers the heads h11
+refuses in the shape of their route (`framing_refusals`).
 """
 
 from __future__ import annotations
@@ -15,14 +16,14 @@ import asyncio
 
 import hypercorn.protocol
 from hypercorn.events import Closed, Event, RawData
-from hypercorn.protocol.h11 import H11Protocol
+from noctaya.gateway.framing_refusals import FramingRefusalsH11Protocol
 from noctaya.gateway.hypercorn_version import require_tested_hypercorn
 
 HEAD_TIMEOUT = 10.0
 """Seconds from a request head's first byte to its end."""
 
 
-class GatewayH11Protocol(H11Protocol):
+class GatewayH11Protocol(FramingRefusalsH11Protocol):
     _head_deadline: asyncio.TimerHandle | None = None
 
     async def handle(self, event: Event) -> None:
