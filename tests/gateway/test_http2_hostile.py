@@ -279,7 +279,7 @@ async def _hold_every_stream(client: RawH2, gateway_pending: Callable[[], int]) 
 
 
 async def test_a_stream_over_the_concurrency_limit_is_refused_alone(
-    engine: Engine, start_gateway: StartGateway
+    engine: Engine, start_gateway: StartGateway, caplog: pytest.LogCaptureFixture
 ) -> None:
     """RFC 9113: a stream past SETTINGS_MAX_CONCURRENT_STREAMS is refused with RST_STREAM
     REFUSED_STREAM, and the connection and its other streams carry on (hypercorn let h2 end the
@@ -291,15 +291,15 @@ async def test_a_stream_over_the_concurrency_limit_is_refused_alone(
     try:
         held = await _hold_every_stream(client, lambda: gateway.pending)
         over = held[-1] + 2
-        refused_head = [*request_headers("/healthz", "GET"), ("x-refused", "indexed")]
-        client.request(over, refused_head)
+        refused_head = [*request_headers("/healthz"), ("x-refused", "indexed")]
+        client.request(over, refused_head, b"{}")  # its DATA arrives after the reset
         assert (await client.response(over)).reset == h2.errors.ErrorCodes.REFUSED_STREAM
         assert client.goaway is None
 
         client.connection.reset_stream(held[0], h2.errors.ErrorCodes.CANCEL)
         client.flush()
         await eventually(lambda: gateway.pending == MAX_STREAMS - 1, what="one stream to end")
-        client.request(over + 2, refused_head)
+        client.request(over + 2, refused_head, b"{}")
         assert (await client.response(over + 2)).status == b"200"
 
         engine.make_ready()
@@ -309,6 +309,7 @@ async def test_a_stream_over_the_concurrency_limit_is_refused_alone(
         assert client.goaway is None
     finally:
         client.close()
+    assert [r for r in caplog.records if r.levelno >= logging.ERROR] == [], "no traceback"
 
 
 async def test_streams_opened_over_the_limit_again_and_again_count_as_a_reset_flood(
