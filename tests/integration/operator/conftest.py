@@ -35,9 +35,12 @@ def vendors() -> VendorRegistry:
 def make_reconciler(
     api_client: k8s_client.ApiClient, vendors: VendorRegistry
 ) -> Callable[..., LLMServiceReconciler]:
-    def make(gateway_replicas: int = 1) -> LLMServiceReconciler:
+    def make(
+        gateway_replicas: int = 1, client: k8s_client.ApiClient | None = None
+    ) -> LLMServiceReconciler:
+        """A reconciler with the admin's credentials, or with `client`'s."""
         return LLMServiceReconciler(
-            ResourceResolver(api_client),
+            ResourceResolver(client or api_client),
             vendors,
             OperatorSettings(gateway_image=GATEWAY_IMAGE, gateway_replicas=gateway_replicas),
         )

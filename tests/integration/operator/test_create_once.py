@@ -4,14 +4,18 @@ one hashed by another implementation is adopted, and a failed prewarm Job stops 
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from pathlib import Path
 
 import pytest
 from kubernetes import client as k8s_client
+from kubernetes import config as k8s_config
 from noctaya.core.create_once import CREATE_ONCE_HASH_ANNOTATION, create_once_hash
+from noctaya.k8s.apply import DEFAULT_CLASS_ANNOTATIONS
 from noctaya.k8s.reconciler import LLMServiceReconciler
 from support.custom_resources import CustomResources, Manifest
 from support.manifests import inference_runtime, llmservice
+from support.operator_process import operator_account_kubeconfig
 
 from .cluster import condition_values, create, events, patch, read, replace_status
 from .failures import after_autoscaling, reconcile_failure
@@ -46,6 +50,40 @@ def create_once_hash_of(
 ) -> str:
     live = read(api_client, *obj[:2], ns, obj[2])
     return str(live["metadata"]["annotations"][CREATE_ONCE_HASH_ANNOTATION])
+
+
+@pytest.fixture
+def default_storage_class(api_client: k8s_client.ApiClient, namespace: str) -> Iterator[str]:
+    """A StorageClass marked as the cluster's default while the test runs: the API server's
+    admission gives it to every claim that names no class."""
+    name = f"default-{namespace}"
+    storage = k8s_client.StorageV1Api(api_client)
+    storage.create_storage_class(
+        {
+            "metadata": {"name": name, "annotations": {DEFAULT_CLASS_ANNOTATIONS[0]: "true"}},
+            "provisioner": "example.com/never-provisions",
+        }
+    )
+    yield name
+    storage.delete_storage_class(name)
+
+
+@pytest.fixture
+def operator_reconciler(
+    api_client: k8s_client.ApiClient,
+    kubeconfig: Path,
+    namespace: str,
+    tmp_path: Path,
+    make_reconciler: Callable[..., LLMServiceReconciler],
+) -> Iterator[LLMServiceReconciler]:
+    """A reconciler holding only the operator's generated RBAC."""
+    path, cleanup = operator_account_kubeconfig(
+        api_client, kubeconfig, namespace, tmp_path / "operator.kubeconfig"
+    )
+    client = k8s_config.new_client_from_config(config_file=str(path))
+    yield make_reconciler(client=client)
+    client.close()
+    cleanup()
 
 
 OCI_SOURCE = {
@@ -133,6 +171,107 @@ def test_changed_cache_size_fails_on_the_immutable_pvc_until_it_is_deleted(
     pvc = read(api_client, "v1", "PersistentVolumeClaim", namespace, "cached-cache")
     assert pvc["spec"]["resources"]["requests"]["storage"] == "30Gi"
     assert condition_values(status_of("cached", namespace))["Degraded"][:2] == ("False", "Inactive")
+
+
+def test_a_claim_given_the_cluster_default_class_hashed_by_another_operator_is_adopted(
+    api_client: k8s_client.ApiClient,
+    resources: CustomResources,
+    namespace: str,
+    runtime_name: str,
+    default_storage_class: str,
+    operator_reconciler: LLMServiceReconciler,
+    status_of: Callable[[str, str], Manifest],
+) -> None:
+    """No class requested, the server filled in the default: the same request, decided with
+    the operator's own RBAC (it lists StorageClasses to know the default)."""
+    resources.create(inference_runtime(runtime_name))
+    resources.create(llmservice("defaulted", {"runtime": {"name": runtime_name}}), namespace)
+    operator_reconciler.reconcile((namespace, "defaulted"))
+    claim = (*PVC, "defaulted-cache")
+    assert read(api_client, *claim[:2], namespace, claim[2])["spec"]["storageClassName"] == (
+        default_storage_class
+    )
+    ours = create_once_hash_of(api_client, claim, namespace)
+    hashed_by_another_operator(api_client, namespace, claim)
+
+    operator_reconciler.reconcile((namespace, "defaulted"))
+
+    assert create_once_hash_of(api_client, claim, namespace) == ours
+    assert condition_values(status_of("defaulted", namespace))["Degraded"][:2] == (
+        "False",
+        "Inactive",
+    )
+
+
+@HASHED_BY
+def test_a_storage_class_dropped_from_the_request_fails_on_the_immutable_pvc(
+    api_client: k8s_client.ApiClient,
+    resources: CustomResources,
+    namespace: str,
+    runtime_name: str,
+    default_storage_class: str,
+    reconciler: LLMServiceReconciler,
+    status_of: Callable[[str, str], Manifest],
+    foreign: bool,
+) -> None:
+    """fast-ssd → unset is a changed StorageClass: the live class is not the cluster default
+    the server would have filled in."""
+    resources.create(inference_runtime(runtime_name))
+    changes = {"runtime": {"name": runtime_name}, "cache": {"storageClassName": "fast-ssd"}}
+    resources.create(llmservice("classy", changes), namespace)
+    reconciler.reconcile((namespace, "classy"))
+    if foreign:
+        hashed_by_another_operator(api_client, namespace, (*PVC, "classy-cache"))
+    edit_spec(api_client, namespace, "classy", {"cache": {"storageClassName": None}})
+
+    error = reconcile_failure(reconciler, namespace, "classy")
+
+    message = (
+        f"immutable resource {namespace}/classy-cache differs from the requested cache "
+        "configuration; delete it explicitly before reconciling the change"
+    )
+    assert (error.reason, error.message) == ("ApplyCachePVC", message)
+    assert condition_values(status_of("classy", namespace)) == after_autoscaling(
+        "ApplyCachePVC", message
+    )
+    pvc = read(api_client, "v1", "PersistentVolumeClaim", namespace, "classy-cache")
+    assert pvc["spec"]["storageClassName"] == "fast-ssd"
+
+
+@HASHED_BY
+def test_scheduling_dropped_from_the_runtime_fails_on_the_immutable_prewarm_job(
+    api_client: k8s_client.ApiClient,
+    resources: CustomResources,
+    namespace: str,
+    runtime_name: str,
+    reconciler: LLMServiceReconciler,
+    foreign: bool,
+) -> None:
+    """The prewarm pod was placed by the runtime's nodeSelector; a Job without it is another
+    prewarm specification, not one the server completed."""
+    placed = {"accelerator": {"nodeSelector": {"accelerator": "a10"}}}
+    resources.create(inference_runtime(runtime_name, placed))
+    changes = {"runtime": {"name": runtime_name}, "cache": {"prewarm": True}}
+    resources.create(llmservice("placed", changes), namespace)
+    reconciler.reconcile((namespace, "placed"))
+    if foreign:
+        hashed_by_another_operator(api_client, namespace, (*JOB, "placed-prewarm"))
+    patch(
+        api_client,
+        LLMSERVICES,
+        "InferenceRuntime",
+        None,
+        runtime_name,
+        {"spec": {"accelerator": {"nodeSelector": None}}},
+    )
+
+    error = reconcile_failure(reconciler, namespace, "placed")
+
+    assert (error.reason, error.message) == (
+        "ApplyPrewarmJob",
+        f"immutable resource {namespace}/placed-prewarm differs from the requested cache "
+        "configuration; delete it explicitly before reconciling the change",
+    )
 
 
 @HASHED_BY

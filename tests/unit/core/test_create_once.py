@@ -11,10 +11,14 @@ from hypothesis import given
 from hypothesis import strategies as st
 from noctaya.core.create_once import (
     CREATE_ONCE_HASH_ANNOTATION,
+    JOB_SERVER_DEFAULTS,
+    NO_SERVER_DEFAULTS,
+    ServerDefaults,
     check_existing,
     create_once_hash,
     drift_error,
     not_controlled_error,
+    pvc_server_defaults,
     same_request,
 )
 from noctaya.core.errors import NoctayaError
@@ -147,16 +151,30 @@ STORED_PVC = {
     "resources": {"requests": {"storage": "53687091200"}},
     "storageClassName": "local-path",
     "volumeMode": "Filesystem",
+    "volumeName": "pvc-0b5e",
 }
+NO_DEFAULT_CLASS = pvc_server_defaults([])
+WITHOUT_CLASS = {k: v for k, v in PVC_SPEC.items() if k != "storageClassName"}
 
 
 def test_a_stored_pvc_with_server_defaults_and_respelled_size_is_the_same_request() -> None:
-    assert same_request(STORED_PVC, PVC_SPEC)
+    assert same_request(STORED_PVC, PVC_SPEC, NO_DEFAULT_CLASS)
 
 
-def test_a_cluster_default_storage_class_is_the_same_request_as_none() -> None:
-    requested = {k: v for k, v in PVC_SPEC.items() if k != "storageClassName"}
-    assert same_request(STORED_PVC, requested)
+@pytest.mark.parametrize("defaults", [["local-path"], ["standard", "local-path"]])
+def test_the_cluster_default_storage_class_is_the_same_request_as_none(
+    defaults: list[str],
+) -> None:
+    assert same_request(STORED_PVC, WITHOUT_CLASS, pvc_server_defaults(defaults))
+
+
+@pytest.mark.parametrize("defaults", [[], ["standard"]], ids=["no-default", "another-default"])
+def test_a_storage_class_dropped_from_the_request_is_a_changed_storage_class(
+    defaults: list[str],
+) -> None:
+    """fast-ssd → unset: the live class was requested by name, the server did not choose it."""
+    live = {**STORED_PVC, "storageClassName": "fast-ssd"}
+    assert not same_request(live, WITHOUT_CLASS, pvc_server_defaults(defaults))
 
 
 @pytest.mark.parametrize(
@@ -171,7 +189,17 @@ def test_a_cluster_default_storage_class_is_the_same_request_as_none() -> None:
 def test_a_changed_size_storage_class_or_access_is_another_request(
     change: dict[str, object],
 ) -> None:
-    assert not same_request(STORED_PVC, {**PVC_SPEC, **change})
+    assert not same_request(STORED_PVC, {**PVC_SPEC, **change}, NO_DEFAULT_CLASS)
+
+
+@pytest.mark.parametrize(
+    ("field", "value"),
+    [("volumeMode", "Block"), ("dataSource", {"kind": "PersistentVolumeClaim", "name": "old"})],
+)
+def test_a_live_only_pvc_field_the_server_does_not_fill_in_is_another_request(
+    field: str, value: object
+) -> None:
+    assert not same_request({**STORED_PVC, field: value}, PVC_SPEC, NO_DEFAULT_CLASS)
 
 
 def prewarm_spec(uri: str, env: list[dict[str, str]]) -> dict[str, object]:
@@ -197,22 +225,47 @@ HF_ENV = [{"name": "HF_HOME", "value": "/cache/hf"}, {"name": "EMPTY", "value": 
 
 def stored_job(spec: dict[str, object]) -> dict[str, Any]:
     """The Job as the API server keeps what another implementation sent: its Go encoding
-    omitted empty values, the server added a selector, labels and pod defaults."""
+    omitted empty values, the server and the Job controller filled in everything else."""
     stored: dict[str, Any] = json.loads(json.dumps(spec))
-    stored["selector"] = {"matchLabels": {"batch.kubernetes.io/controller-uid": "u"}}
-    stored["completions"] = 1
+    uid = "06ef327e-73cb-4b2f-b521-13a4a00d52ed"
+    stored.update(
+        selector={"matchLabels": {"batch.kubernetes.io/controller-uid": uid}},
+        manualSelector=False,
+        parallelism=1,
+        completions=1,
+        completionMode="NonIndexed",
+        suspend=False,
+        podReplacementPolicy="TerminatingOrFailed",
+    )
     template = stored["template"]
-    template["metadata"]["labels"]["job-name"] = "q-prewarm"
-    template["spec"]["dnsPolicy"] = "ClusterFirst"
+    template["metadata"]["labels"].update(
+        {
+            "batch.kubernetes.io/controller-uid": uid,
+            "batch.kubernetes.io/job-name": "q-prewarm",
+            "controller-uid": uid,
+            "job-name": "q-prewarm",
+        }
+    )
+    template["spec"].update(
+        terminationGracePeriodSeconds=30,
+        dnsPolicy="ClusterFirst",
+        securityContext={},
+        schedulerName="default-scheduler",
+    )
     (container,) = template["spec"]["containers"]
     container["env"] = [{"name": "HF_HOME", "value": "/cache/hf"}, {"name": "EMPTY"}]
-    container.update(resources={}, imagePullPolicy="IfNotPresent")
+    container.update(
+        resources={},
+        terminationMessagePath="/dev/termination-log",
+        terminationMessagePolicy="File",
+        imagePullPolicy="IfNotPresent",
+    )
     return stored
 
 
 def test_a_stored_job_with_server_defaults_and_omitted_empty_values_is_the_same_request() -> None:
     requested = prewarm_spec("Qwen/Qwen3-8B", HF_ENV)
-    assert same_request(stored_job(requested), requested)
+    assert same_request(stored_job(requested), requested, JOB_SERVER_DEFAULTS)
 
 
 @pytest.mark.parametrize(
@@ -228,7 +281,7 @@ def test_a_changed_source_or_prewarm_specification_is_another_request(
     requested: dict[str, object],
 ) -> None:
     live = stored_job(prewarm_spec("Qwen/Qwen3-8B", HF_ENV))
-    assert not same_request(live, requested)
+    assert not same_request(live, requested, JOB_SERVER_DEFAULTS)
 
 
 def test_an_explicit_false_is_not_the_same_as_an_absent_field() -> None:
@@ -236,4 +289,84 @@ def test_an_explicit_false_is_not_the_same_as_an_absent_field() -> None:
     requested = prewarm_spec("Qwen/Qwen3-8B", HF_ENV)
     live = stored_job(requested)
     del live["template"]["spec"]["automountServiceAccountToken"]
-    assert not same_request(live, requested)
+    assert not same_request(live, requested, JOB_SERVER_DEFAULTS)
+
+
+@pytest.mark.parametrize(
+    ("path", "value"),
+    [
+        (("template", "spec", "nodeSelector"), {"accelerator": "a10"}),
+        (("template", "spec", "tolerations"), [{"key": "gpu", "operator": "Exists"}]),
+        (("template", "spec", "schedulerName"), "volcano"),
+        (("template", "spec", "securityContext"), {"fsGroup": 65532}),
+        (("template", "metadata", "labels", "team"), "a"),
+        (("template", "metadata", "annotations"), {"scheduling.volcano.sh/queue-name": "q"}),
+        (("activeDeadlineSeconds",), 600),
+    ],
+    ids=[
+        "node-selector",
+        "tolerations",
+        "scheduler",
+        "security-context",
+        "pod-label",
+        "queue",
+        "deadline",
+    ],
+)
+def test_a_field_dropped_from_the_prewarm_request_is_another_request(
+    path: tuple[str, ...], value: object
+) -> None:
+    """The live Job holds something the request no longer asks for, which the server would not
+    have filled in: a runtime's scheduling or a pod setting removed since."""
+    requested = prewarm_spec("Qwen/Qwen3-8B", HF_ENV)
+    live = stored_job(requested)
+    node = live
+    for key in path[:-1]:
+        node = node[key]
+    node[path[-1]] = value
+    assert not same_request(live, requested, JOB_SERVER_DEFAULTS)
+
+
+def test_a_dropped_field_is_a_server_default_only_with_the_servers_value() -> None:
+    """Without a backoffLimit the server sets 6; a live 4 was asked for by someone."""
+    live = stored_job(prewarm_spec("Qwen/Qwen3-8B", HF_ENV))
+    requested = prewarm_spec("Qwen/Qwen3-8B", HF_ENV)
+    del requested["backoffLimit"]
+    assert not same_request(live, requested, JOB_SERVER_DEFAULTS)
+    assert same_request({**live, "backoffLimit": 6}, requested, JOB_SERVER_DEFAULTS)
+
+
+@pytest.mark.parametrize("defaults", [NO_SERVER_DEFAULTS, JOB_SERVER_DEFAULTS])
+def test_equal_specs_are_the_same_request_whatever_the_server_fills_in(
+    defaults: ServerDefaults,
+) -> None:
+    spec = prewarm_spec("Qwen/Qwen3-8B", HF_ENV)
+    assert same_request(spec, spec, defaults)
+
+
+def test_server_defaults_are_looked_up_only_when_the_hashes_differ() -> None:
+    asked: list[str] = []
+
+    def defaults() -> ServerDefaults:
+        asked.append("storage classes")
+        return NO_DEFAULT_CLASS
+
+    def check(live_hash: str) -> bool:
+        return check_existing(
+            reason="ApplyCachePVC",
+            namespace="team-a",
+            name="qwen-cache",
+            service="qwen",
+            controlled=True,
+            desired_hash="abc",
+            live_hash=live_hash,
+            requested_spec=WITHOUT_CLASS,
+            live_spec=STORED_PVC,
+            server_defaults=defaults,
+        )
+
+    assert check("abc") is False
+    assert asked == []
+    with pytest.raises(NoctayaError, match="differs from the requested cache configuration"):
+        check("def")
+    assert asked == ["storage classes"]

@@ -27,6 +27,9 @@ MANAGER_GRANTS = {
     ("", "pods"): {"get", "list", "watch"},
     ("", "secrets"): {"create", "delete", "get", "list", "watch"},
     ("events.k8s.io", "events"): {"create", "patch"},
+    # Beyond the reference's rules: a cache claim adopted from another operator needs the
+    # cluster's default StorageClass to tell a server-filled class from a dropped one.
+    ("storage.k8s.io", "storageclasses"): {"list"},
 }
 
 

@@ -8,14 +8,17 @@ silently serving from a cache built for another model or size.
 The hash is only a shortcut: another implementation serving the same API (one a cluster switches
 from) hashes its own encoding of the same spec. When the hashes differ, the live spec itself is
 compared with the request, and an equivalent object is adopted rather than reported as drift.
+Equivalent means both ways: what the request asks for holds in the live spec, and what the live
+spec holds beyond the request is only what the API server fills in, named per kind below.
 """
 
 from __future__ import annotations
 
 import hashlib
 import json
-from collections.abc import Mapping
-from typing import Any
+from collections.abc import Callable, Iterable, Mapping
+from dataclasses import dataclass
+from typing import Any, TypeAlias
 
 from noctaya.core.errors import NoctayaError
 from noctaya.core.values.quantity import Quantity
@@ -50,17 +53,108 @@ def drift_error(reason: str, namespace: str, name: str) -> NoctayaError:
     )
 
 
-def same_request(live_spec: Mapping[str, Any], requested_spec: Mapping[str, Any]) -> bool:
+@dataclass(frozen=True)
+class OneOf:
+    """A field the API server fills in when a request leaves it out: with one of `values`, or
+    with a value of its own choosing (a generated selector, the bound volume) when None."""
+
+    values: frozenset[object] | None = None
+
+    def admits(self, value: object) -> bool:
+        return self.values is None or value in self.values
+
+
+ServerDefaults: TypeAlias = "OneOf | Mapping[str, ServerDefaults] | tuple[ServerDefaults]"
+"""What the server adds to a spec, shaped like the spec: a mapping's fields, the one pattern
+every entry of a list follows, or a `OneOf` leaf."""
+
+ANY_VALUE = OneOf()
+NO_SERVER_DEFAULTS = OneOf(frozenset())
+"""Nothing is filled in: every field the live spec has beyond the request is a change."""
+
+_CONTAINER_DEFAULTS: ServerDefaults = {
+    "terminationMessagePath": OneOf(frozenset({"/dev/termination-log"})),
+    "terminationMessagePolicy": OneOf(frozenset({"File"})),
+    # Always for an untagged or `:latest` image, IfNotPresent otherwise.
+    "imagePullPolicy": OneOf(frozenset({"Always", "IfNotPresent"})),
+    "ports": ({"protocol": OneOf(frozenset({"TCP"}))},),
+    "env": ({"valueFrom": {"fieldRef": {"apiVersion": OneOf(frozenset({"v1"}))}}},),
+}
+_FILE_MODE = OneOf(frozenset({0o644}))
+_POD_DEFAULTS: ServerDefaults = {
+    "dnsPolicy": OneOf(frozenset({"ClusterFirst"})),
+    "schedulerName": OneOf(frozenset({"default-scheduler"})),
+    "terminationGracePeriodSeconds": OneOf(frozenset({30})),
+    "containers": (_CONTAINER_DEFAULTS,),
+    "initContainers": (_CONTAINER_DEFAULTS,),
+    "volumes": (
+        {
+            "secret": {"defaultMode": _FILE_MODE},
+            "configMap": {"defaultMode": _FILE_MODE},
+            "downwardAPI": {"defaultMode": _FILE_MODE},
+            "projected": {"defaultMode": _FILE_MODE},
+        },
+    ),
+}
+JOB_SERVER_DEFAULTS: ServerDefaults = {
+    "selector": ANY_VALUE,
+    "manualSelector": OneOf(frozenset({False})),
+    "parallelism": OneOf(frozenset({1})),
+    "completions": OneOf(frozenset({1})),
+    "backoffLimit": OneOf(frozenset({6})),
+    "completionMode": OneOf(frozenset({"NonIndexed"})),
+    "suspend": OneOf(frozenset({False})),
+    "podReplacementPolicy": OneOf(frozenset({"TerminatingOrFailed"})),
+    "template": {
+        # The Job controller's labels, which tie the pods to this Job's generated selector.
+        "metadata": {
+            "labels": {
+                label: ANY_VALUE
+                for label in (
+                    "batch.kubernetes.io/controller-uid",
+                    "batch.kubernetes.io/job-name",
+                    "controller-uid",
+                    "job-name",
+                )
+            }
+        },
+        "spec": _POD_DEFAULTS,
+    },
+}
+"""A Job's fields the API server and the Job controller fill in when a request leaves them out."""
+
+
+def pvc_server_defaults(default_storage_classes: Iterable[str]) -> ServerDefaults:
+    """A PVC's fields the server fills in: the volume mode, the volume it binds to, and the
+    cluster's default StorageClass (any class marked default) when no class is requested.
+
+    A live class that is not a default one was requested by name: dropping it from the request
+    is a changed StorageClass, not a server default.
+    """
+    return {
+        "volumeMode": OneOf(frozenset({"Filesystem"})),
+        "volumeName": ANY_VALUE,
+        "storageClassName": OneOf(frozenset(default_storage_classes)),
+    }
+
+
+def same_request(
+    live_spec: Mapping[str, Any],
+    requested_spec: Mapping[str, Any],
+    server_defaults: ServerDefaults,
+) -> bool:
     """Whether a live create-once spec is what the request asks for: the same size,
     StorageClass, access, source and prewarm specification, however it was encoded.
 
-    Every requested field must hold in the live spec; fields only the live spec has are the API
-    server's defaults (a Job's selector and pod defaults, a PVC's volume mode, the cluster's
-    default StorageClass when none is requested) and do not count. Empty values count as absent
-    (Go encoders omit them), lists must match entry by entry (an env var or container dropped
-    from the request is a change), and storage sizes compare by amount (`1.5Gi` is `1536Mi`).
+    Every requested field must hold in the live spec, and every field only the live spec has
+    must be one `server_defaults` allows (a field the request dropped is a change). Empty values
+    count as absent (Go encoders omit them), lists must match entry by entry (an env var or
+    container dropped from the request is a change), and storage sizes compare by amount
+    (`1.5Gi` is `1536Mi`).
     """
-    return _holds(_with_storage_amount(live_spec), _with_storage_amount(requested_spec))
+    return _matches(
+        _with_storage_amount(live_spec), _with_storage_amount(requested_spec), server_defaults
+    )
 
 
 def check_existing(
@@ -74,6 +168,7 @@ def check_existing(
     live_hash: str | None,
     requested_spec: Mapping[str, Any] | None = None,
     live_spec: Mapping[str, Any] | None = None,
+    server_defaults: Callable[[], ServerDefaults] = lambda: NO_SERVER_DEFAULTS,
 ) -> bool:
     """Accept an object that already exists, or raise why it cannot be reused.
 
@@ -81,30 +176,49 @@ def check_existing(
     request (`same_request`), so the caller stamps our hash on it. `reason` is the apply step's
     (`ApplyCachePVC`, `ApplyPrewarmJob`, `ApplyDemandAuthentication`); an object without a
     desired hash (the demand Secret) is reused as long as this service controls it.
+    `server_defaults` is asked only when the hashes differ (a PVC's reads the cluster's
+    StorageClasses).
     """
     if not controlled:
         raise not_controlled_error(reason, namespace, name, service)
     if desired_hash is None or live_hash == desired_hash:
         return False
-    if requested_spec is None or live_spec is None or not same_request(live_spec, requested_spec):
+    if (
+        requested_spec is None
+        or live_spec is None
+        or not same_request(live_spec, requested_spec, server_defaults())
+    ):
         raise drift_error(reason, namespace, name)
     return True
 
 
-def _holds(live: object, wanted: object) -> bool:
+def _matches(live: object, wanted: object, defaults: ServerDefaults | None) -> bool:
     if _is_zero(wanted):
-        return _is_zero(live)
+        return _is_zero(live) or _server_filled(live, defaults)
     if isinstance(wanted, Mapping):
-        return isinstance(live, Mapping) and all(
-            _holds(live.get(key), value) for key, value in wanted.items()
+        if not isinstance(live, Mapping):
+            return False
+        inner = defaults if isinstance(defaults, Mapping) else {}
+        return all(
+            _matches(live.get(key), wanted.get(key), inner.get(key)) for key in {*live, *wanted}
         )
     if isinstance(wanted, list):
+        each = defaults[0] if isinstance(defaults, tuple) else None
         return (
             isinstance(live, list)
             and len(live) == len(wanted)
-            and all(_holds(have, want) for have, want in zip(live, wanted, strict=True))
+            and all(_matches(have, want, each) for have, want in zip(live, wanted, strict=True))
         )
     return bool(live == wanted)
+
+
+def _server_filled(live: object, defaults: ServerDefaults | None) -> bool:
+    """Whether `live`, which the request leaves out, is what the server fills in."""
+    if isinstance(defaults, OneOf):
+        return defaults.admits(live)
+    if isinstance(defaults, Mapping) and isinstance(live, Mapping):
+        return all(_matches(value, None, defaults.get(key)) for key, value in live.items())
+    return False
 
 
 def _is_zero(value: object) -> bool:

@@ -11,22 +11,33 @@ the request dropped (server-side apply removes them, a comparison cannot see the
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Any
 
 from kubernetes.dynamic.exceptions import ConflictError, NotFoundError
 from noctaya.core.create_once import (
     CREATE_ONCE_HASH_ANNOTATION,
+    JOB_SERVER_DEFAULTS,
+    NO_SERVER_DEFAULTS,
+    ServerDefaults,
     check_existing,
     create_once_hash,
     not_controlled_error,
+    pvc_server_defaults,
 )
 from noctaya.core.errors import NoctayaError
+from noctaya.k8s import kinds
 from noctaya.k8s.kinds import kind_of
 from noctaya.k8s.reader import ApiReader, KubeObject, Reader
 from noctaya.k8s.runtime.resources import ResourceKind, ResourceResolver, read_json
 
 FIELD_MANAGER = "noctaya-operator"
 APPLIED_HASH_ANNOTATION = "serving.noctaya.io/applied-hash"
+DEFAULT_CLASS_ANNOTATIONS = (
+    "storageclass.kubernetes.io/is-default-class",
+    "storageclass.beta.kubernetes.io/is-default-class",
+)
+"""Either marks a StorageClass as the one a claim without a class gets."""
 
 
 def owner_reference(service: KubeObject) -> KubeObject:
@@ -167,10 +178,28 @@ class Applier:
             live_hash=_annotation(live, CREATE_ONCE_HASH_ANNOTATION),
             requested_spec=obj.get("spec"),
             live_spec=live.get("spec"),
+            server_defaults=self._server_defaults(kind),
         )
         if adopt and desired_hash is not None:
             return self._stamp_create_once_hash(kind, live, desired_hash)
         return live
+
+    def _server_defaults(self, kind: ResourceKind) -> Callable[[], ServerDefaults]:
+        """What the API server fills into a create-once spec of `kind`, looked up when asked."""
+        if kind == kinds.PVC:
+            return lambda: pvc_server_defaults(self._default_storage_classes())
+        if kind == kinds.JOB:
+            return lambda: JOB_SERVER_DEFAULTS
+        return lambda: NO_SERVER_DEFAULTS
+
+    def _default_storage_classes(self) -> list[str]:
+        """The StorageClasses marked default, read from the API server: only an object hashed
+        by someone else asks, which is rare enough not to watch them."""
+        return [
+            found["metadata"]["name"]
+            for found in ApiReader(self._resolver).list(kinds.STORAGE_CLASS, "", "")
+            if any(_annotation(found, key) == "true" for key in DEFAULT_CLASS_ANNOTATIONS)
+        ]
 
     def _stamp_create_once_hash(
         self, kind: ResourceKind, live: KubeObject, digest: str

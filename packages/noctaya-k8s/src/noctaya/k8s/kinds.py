@@ -16,6 +16,7 @@ POD = ResourceKind("v1", "Pod")
 JOB = ResourceKind("batch/v1", "Job")
 PDB = ResourceKind("policy/v1", "PodDisruptionBudget")
 EVENT = ResourceKind("events.k8s.io/v1", "Event")
+STORAGE_CLASS = ResourceKind("storage.k8s.io/v1", "StorageClass")
 
 
 def kind_of(obj: dict[str, object]) -> ResourceKind:

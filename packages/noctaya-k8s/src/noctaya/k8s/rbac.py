@@ -2,7 +2,8 @@
 
 Four roles, each for one reason to talk to the API server:
 - the manager ClusterRole: exactly the verbs the reconciler and its watches use, nothing more
-  (secrets have no update/patch: create-once never rewrites a Secret);
+  (secrets have no update/patch: create-once never rewrites a Secret; StorageClasses are only
+  listed, to tell the cluster's default class from one a cache claim named);
 - the leader-election Role, namespaced to the manager's namespace: the Lease it campaigns for,
   and core Events because the elected leader records a `LeaderElection` event on that Lease, as
   client-go's resource lock does (it lets `kubectl describe lease` show who took over when);
@@ -59,6 +60,7 @@ MANAGER_RULES = (
     Rule("", ("pods",), READ),
     Rule("", ("secrets",), ("create", "delete", "get", "list", "watch")),
     Rule("events.k8s.io", ("events",), ("create", "patch")),
+    Rule("storage.k8s.io", ("storageclasses",), ("list",)),
 )
 LEADER_ELECTION_RULES = (
     Rule("coordination.k8s.io", ("leases",), CRUD),
