@@ -57,15 +57,16 @@ def default_storage_class(api_client: k8s_client.ApiClient, namespace: str) -> I
     """A StorageClass marked as the cluster's default while the test runs: the API server's
     admission gives it to every claim that names no class."""
     name = f"default-{namespace}"
-    storage = k8s_client.StorageV1Api(api_client)
-    storage.create_storage_class(
-        {
-            "metadata": {"name": name, "annotations": {DEFAULT_CLASS_ANNOTATIONS[0]: "true"}},
-            "provisioner": "example.com/never-provisions",
-        }
-    )
+    default = {DEFAULT_CLASS_ANNOTATIONS[0]: "true"}
+    storage_class = {
+        "apiVersion": "storage.k8s.io/v1",
+        "kind": "StorageClass",
+        "metadata": {"name": name, "annotations": default},
+        "provisioner": "example.com/never-provisions",
+    }
+    create(api_client, None, storage_class)
     yield name
-    storage.delete_storage_class(name)
+    k8s_client.StorageV1Api(api_client).delete_storage_class(name)
 
 
 @pytest.fixture
@@ -80,7 +81,7 @@ def operator_reconciler(
     path, cleanup = operator_account_kubeconfig(
         api_client, kubeconfig, namespace, tmp_path / "operator.kubeconfig"
     )
-    client = k8s_config.new_client_from_config(config_file=str(path))
+    client = k8s_config.new_client_from_config(config_file=str(path))  # type: ignore[no-untyped-call]
     yield make_reconciler(client=client)
     client.close()
     cleanup()
