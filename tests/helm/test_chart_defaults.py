@@ -79,7 +79,7 @@ def test_manager_runs_the_operator_with_the_packaging_args(default_render: list[
         "--metrics-bind-address=0",
         "--gateway-image=ghcr.io/noctaya/noctaya:0.1.0",
         "--gateway-replicas=1",
-        "--max-concurrent-reconciles=4",
+        "--max-concurrent-reconciles=8",
     ]
 
 

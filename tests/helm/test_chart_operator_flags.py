@@ -48,7 +48,7 @@ def test_rendered_args_parse_and_validate_with_the_operator_parser(
     assert flags.leader_elect is leader_elect
     assert flags.gateway_replicas == gateway_replicas
     assert flags.gateway_image == gateway_image
-    assert flags.max_concurrent_reconciles == 4
+    assert flags.max_concurrent_reconciles == 8
     assert flags.health_probe_bind_address == ":8081"
     assert not flags.metrics_enabled
 

@@ -43,8 +43,8 @@ def test_gateway_replicas_reach_the_operator_flag(helm: Helm, how: str) -> None:
 
 
 def test_max_concurrent_reconciles_reach_the_operator_flag(helm: Helm) -> None:
-    objects = helm.render(None, "operator.maxConcurrentReconciles=8")
-    assert "--max-concurrent-reconciles=8" in manager_container(objects)["args"]
+    objects = helm.render(None, "operator.maxConcurrentReconciles=3")
+    assert "--max-concurrent-reconciles=3" in manager_container(objects)["args"]
 
 
 def test_largest_int32_replica_counts_render_as_plain_integers(helm: Helm) -> None:

@@ -40,7 +40,7 @@ def test_defaults_are_the_documented_defaults() -> None:
         gateway_image=DEFAULT_GATEWAY_IMAGE,
         gateway_replicas=1,
         fetch_image=DEFAULT_GATEWAY_IMAGE,
-        max_concurrent_reconciles=4,
+        max_concurrent_reconciles=8,
         kubeconfig=None,
         zap_devel=True,
         log_format=None,

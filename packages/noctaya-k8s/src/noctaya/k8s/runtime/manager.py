@@ -46,7 +46,7 @@ Reconciler = Callable[[ObjectKey], None]
 
 INFORMER_STOP_TIMEOUT = 10.0  # for all of them together
 WATCH_CONNECTIONS = 64  # room for one long-lived connection per watch; each worker adds one
-DEFAULT_WORKERS = 4
+DEFAULT_WORKERS = 8
 """Reconciles run at once: each mostly waits on the API server, so more than the cores help."""
 
 
