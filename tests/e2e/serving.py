@@ -25,6 +25,7 @@ from .workloads import wait_for
 REPO = Path(__file__).resolve().parents[2]
 EXAMPLE = REPO / "examples" / "box" / "engine-stub.yaml"
 OPERATOR = "noctaya-controller-manager"
+SERVICE_NAME = "demo"  # the example's LLMService
 _LOG_LINES = 40
 _POLL_SECONDS = 0.25
 

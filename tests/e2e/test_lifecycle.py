@@ -18,6 +18,7 @@ from support.cluster import Cluster
 from support.custom_resources import CustomResources
 
 from .serving import (
+    SERVICE_NAME,
     backend_replicas,
     chat,
     condition,
@@ -31,7 +32,7 @@ from .serving import (
 from .workloads import advertise_gpus, ready_replicas, wait_for
 
 pytestmark = [pytest.mark.e2e, pytest.mark.timeout(900)]
-SERVICE = "demo"
+SERVICE = SERVICE_NAME
 GPUS = "4"
 
 
