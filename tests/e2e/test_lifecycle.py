@@ -1,6 +1,7 @@
 """The serving lifecycle on the box, installed as users install it (images imported into the
-node, `helm install`, the example applied): cold streams wake the backend 0 → 1 and it returns
-to 0, with the contract's phases and conditions along the way."""
+node, `helm install`, the example applied): a cold stream wakes the backend 0 → 1 and it returns
+to 0 with the contract's phases and conditions along the way, reject mode answers 503 and still
+wakes, load above the target scales 1 → N, and deleting the service leaves nothing behind."""
 
 from __future__ import annotations
 
