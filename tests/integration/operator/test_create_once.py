@@ -240,23 +240,26 @@ def test_a_storage_class_dropped_from_the_request_fails_on_the_immutable_pvc(
 
 
 @HASHED_BY
-def test_scheduling_dropped_from_the_runtime_fails_on_the_immutable_prewarm_job(
+def test_scheduling_dropped_from_the_runtime_keeps_the_prewarm_job(
     api_client: k8s_client.ApiClient,
     resources: CustomResources,
     namespace: str,
     runtime_name: str,
     reconciler: LLMServiceReconciler,
+    status_of: Callable[[str, str], Manifest],
     foreign: bool,
 ) -> None:
-    """The prewarm pod was placed by the runtime's nodeSelector; a Job without it is another
-    prewarm specification, not one the server completed."""
+    """Where the prewarm pod ran is not a contract term: the Job filled the same cache with the
+    same model, so it is kept as it is and stamped with the new request's hash."""
     placed = {"accelerator": {"nodeSelector": {"accelerator": "a10"}}}
     resources.create(inference_runtime(runtime_name, placed))
     changes = {"runtime": {"name": runtime_name}, "cache": {"prewarm": True}}
     resources.create(llmservice("placed", changes), namespace)
     reconciler.reconcile((namespace, "placed"))
+    job = (*JOB, "placed-prewarm")
+    before = create_once_hash_of(api_client, job, namespace)
     if foreign:
-        hashed_by_another_operator(api_client, namespace, (*JOB, "placed-prewarm"))
+        hashed_by_another_operator(api_client, namespace, job)
     patch(
         api_client,
         LLMSERVICES,
@@ -266,13 +269,107 @@ def test_scheduling_dropped_from_the_runtime_fails_on_the_immutable_prewarm_job(
         {"spec": {"accelerator": {"nodeSelector": None}}},
     )
 
-    error = reconcile_failure(reconciler, namespace, "placed")
+    reconciler.reconcile((namespace, "placed"))
 
-    assert (error.reason, error.message) == (
-        "ApplyPrewarmJob",
-        f"immutable resource {namespace}/placed-prewarm differs from the requested cache "
-        "configuration; delete it explicitly before reconciling the change",
+    assert create_once_hash_of(api_client, job, namespace) not in (before, FOREIGN_HASH)
+    live = read(api_client, *JOB, namespace, "placed-prewarm")
+    assert live["spec"]["template"]["spec"]["nodeSelector"] == {"accelerator": "a10"}
+    assert condition_values(status_of("placed", namespace))["Degraded"][:2] == (
+        "False",
+        "Inactive",
     )
+
+
+SHARED_PREWARM = {"cache": {"strategy": "SharedPVC", "prewarm": True}}
+
+
+def reference_prewarm_job(service: Manifest, path: str) -> Manifest:
+    """The prewarm Job the reference operator leaves behind for an hf source on a SharedPVC
+    cache: the runtime image downloads with `python3 -c`, then writes the shared ready marker."""
+    name = service["metadata"]["name"]
+    program = (
+        f'from huggingface_hub import snapshot_download; snapshot_download("{path}")'
+        '; from pathlib import Path; Path("/cache/.noctaya-ready").touch()'
+    )
+    owner = {
+        "apiVersion": LLMSERVICES,
+        "kind": "LLMService",
+        "name": name,
+        "uid": service["metadata"]["uid"],
+        "controller": True,
+        "blockOwnerDeletion": True,
+    }
+    container = {
+        "name": "prewarm",
+        "image": "vllm/vllm-openai:v0.10.0",
+        "command": ["python3", "-c", program],
+        "env": [{"name": "HF_HOME", "value": "/cache/hf"}],
+        "volumeMounts": [{"name": "model-cache", "mountPath": "/cache"}],
+    }
+    cache = {"name": "model-cache", "persistentVolumeClaim": {"claimName": f"{name}-cache"}}
+    pod = {"restartPolicy": "OnFailure", "containers": [container], "volumes": [cache]}
+    return {
+        "apiVersion": "batch/v1",
+        "kind": "Job",
+        "metadata": {
+            "name": f"{name}-prewarm",
+            "ownerReferences": [owner],
+            "annotations": {CREATE_ONCE_HASH_ANNOTATION: FOREIGN_HASH},
+        },
+        "spec": {"backoffLimit": 4, "template": {"spec": pod}},
+    }
+
+
+def test_the_reference_operators_prewarm_job_for_the_same_model_is_adopted(
+    api_client: k8s_client.ApiClient,
+    resources: CustomResources,
+    namespace: str,
+    runtime_name: str,
+    reconciler: LLMServiceReconciler,
+    status_of: Callable[[str, str], Manifest],
+) -> None:
+    """Another image and program, the same model into the same claim: the switched service
+    serves on, and the Job carries our hash from then on."""
+    resources.create(inference_runtime(runtime_name))
+    changes = {"runtime": {"name": runtime_name}, **SHARED_PREWARM}
+    service = resources.create(llmservice("switched", changes), namespace)
+    create(api_client, namespace, reference_prewarm_job(service, "Qwen/Qwen3-8B"))
+
+    reconciler.reconcile((namespace, "switched"))
+
+    job = (*JOB, "switched-prewarm")
+    assert create_once_hash_of(api_client, job, namespace) not in (FOREIGN_HASH, None)
+    live = read(api_client, *JOB, namespace, "switched-prewarm")
+    assert live["spec"]["template"]["spec"]["containers"][0]["command"][0] == "python3"
+    status = status_of("switched", namespace)
+    assert condition_values(status)["Degraded"][:2] == ("False", "Inactive")
+    assert read(api_client, "apps/v1", "Deployment", namespace, "switched") is not None
+
+
+def test_the_reference_operators_prewarm_job_for_another_model_is_drift(
+    api_client: k8s_client.ApiClient,
+    resources: CustomResources,
+    namespace: str,
+    runtime_name: str,
+    reconciler: LLMServiceReconciler,
+    status_of: Callable[[str, str], Manifest],
+) -> None:
+    resources.create(inference_runtime(runtime_name))
+    changes = {"runtime": {"name": runtime_name}, **SHARED_PREWARM}
+    service = resources.create(llmservice("switched", changes), namespace)
+    create(api_client, namespace, reference_prewarm_job(service, "Qwen/Qwen3-4B"))
+
+    error = reconcile_failure(reconciler, namespace, "switched")
+
+    message = (
+        f"immutable resource {namespace}/switched-prewarm differs from the requested cache "
+        "configuration; delete it explicitly before reconciling the change"
+    )
+    assert (error.reason, error.message) == ("ApplyPrewarmJob", message)
+    assert condition_values(status_of("switched", namespace)) == after_autoscaling(
+        "ApplyPrewarmJob", message
+    )
+    assert create_once_hash_of(api_client, (*JOB, "switched-prewarm"), namespace) == FOREIGN_HASH
 
 
 @HASHED_BY

@@ -22,6 +22,7 @@ from noctaya.core.create_once import (
     same_request,
 )
 from noctaya.core.errors import NoctayaError
+from noctaya.core.prewarm_identity import same_prewarm
 
 PVC_SPEC = {
     "accessModes": ["ReadWriteOnce"],
@@ -370,3 +371,111 @@ def test_server_defaults_are_looked_up_only_when_the_hashes_differ() -> None:
     with pytest.raises(NoctayaError, match="differs from the requested cache configuration"):
         check("def")
     assert asked == ["storage classes"]
+
+
+# A prewarm Job is compared by the contract's terms only: its source and the cache it fills.
+OCI_REFERENCE = f"registry.example.com/models/qwen3@sha256:{'0123456789abcdef' * 4}"
+SHARED_MARKER = "/cache/.noctaya-ready"
+
+
+def job_spec(
+    *containers: Mapping[str, object], init: list[Mapping[str, object]] | None = None
+) -> Any:
+    volumes = [{"name": "model-cache", "persistentVolumeClaim": {"claimName": "q-cache"}}]
+    pod: dict[str, object] = {"containers": list(containers), "volumes": volumes}
+    if init:
+        pod["initContainers"] = init
+    return {"template": {"metadata": {"labels": {"app": "q"}}, "spec": pod}}
+
+
+def fetch_job(uri: str, *extra: str, image: str = "ghcr.io/noctaya/noctaya:v0.4.0") -> Any:
+    command = ["noctaya-fetch", uri, "--cache", "/cache", *extra]
+    return job_spec({"name": "prewarm", "image": image, "command": command})
+
+
+def reference_hub_job(path: str, hub: str = "huggingface_hub", shared: bool = True) -> Any:
+    program = f'from {hub} import snapshot_download; snapshot_download("{path}")'
+    if shared:
+        program += f'; from pathlib import Path; Path("{SHARED_MARKER}").touch()'
+    container = {
+        "name": "prewarm",
+        "image": "vllm/vllm-openai:v0.11.0",
+        "command": ["python3", "-c", program],
+        "env": [{"name": "HF_HOME", "value": "/cache/hf"}],
+    }
+    return stored_job(job_spec(container) | {"backoffLimit": 4})
+
+
+def reference_oci_job(reference: str) -> Any:
+    pull = {
+        "name": "pull-oci-model",
+        "image": "ghcr.io/oras-project/oras:v1.3.0",
+        "args": ["pull", reference, "--output", "/staging/model", "--no-tty"],
+    }
+    promote = {"name": "prewarm", "image": "vllm/vllm-openai:v0.11.0", "command": ["python3"]}
+    return job_spec(promote, init=[pull])
+
+
+def prewarm_existing(live_spec: Any, requested_spec: Any) -> bool:
+    return check_existing(
+        reason="ApplyPrewarmJob",
+        namespace="team-a",
+        name="q-prewarm",
+        service="q",
+        controlled=True,
+        desired_hash="ours",
+        live_hash="theirs",
+        requested_spec=requested_spec,
+        live_spec=live_spec,
+        same=same_prewarm,
+    )
+
+
+SHARED_HF = fetch_job("hf://Qwen/Qwen3-8B", "--ready-marker", SHARED_MARKER)
+
+
+@pytest.mark.parametrize(
+    ("live", "requested"),
+    [
+        (reference_hub_job("Qwen/Qwen3-8B"), SHARED_HF),
+        (reference_hub_job("org/m", "modelscope", shared=False), fetch_job("modelscope://org/m")),
+        (reference_oci_job(OCI_REFERENCE), fetch_job(f"oci://{OCI_REFERENCE}")),
+        (
+            fetch_job("hf://Qwen/Qwen3-8B", image="ghcr.io/noctaya/noctaya:v0.1.0"),
+            fetch_job("hf://Qwen/Qwen3-8B"),
+        ),
+    ],
+    ids=["reference-hf-shared", "reference-modelscope", "reference-oci", "older-noctaya"],
+)
+def test_a_prewarm_job_filling_the_same_cache_with_the_same_model_is_adopted(
+    live: Any, requested: Any
+) -> None:
+    assert prewarm_existing(live, requested) is True
+
+
+@pytest.mark.parametrize(
+    ("live", "requested"),
+    [
+        (reference_hub_job("Qwen/Qwen3-4B"), SHARED_HF),
+        (reference_hub_job("Qwen/Qwen3-8B", "modelscope"), SHARED_HF),
+        (reference_hub_job("Qwen/Qwen3-8B", shared=False), SHARED_HF),
+        (reference_oci_job(OCI_REFERENCE[:-1] + "0"), fetch_job(f"oci://{OCI_REFERENCE}")),
+        (
+            fetch_job("hf://Qwen/Qwen3-8B") | {"template": {"spec": {}}},
+            fetch_job("hf://Qwen/Qwen3-8B"),
+        ),
+        (job_spec({"name": "prewarm", "command": ["sh", "-c", "true"]}), SHARED_HF),
+    ],
+    ids=["other-model", "other-hub", "no-ready-marker", "other-digest", "no-cache", "unknown"],
+)
+def test_a_prewarm_job_with_another_or_unknown_source_or_cache_is_drift(
+    live: Any, requested: Any
+) -> None:
+    with pytest.raises(NoctayaError, match="differs from the requested cache configuration"):
+        prewarm_existing(live, requested)
+
+
+def test_a_prewarm_job_writing_another_claim_is_drift() -> None:
+    live = fetch_job("hf://Qwen/Qwen3-8B")
+    live["template"]["spec"]["volumes"][0]["persistentVolumeClaim"]["claimName"] = "other"
+    assert not same_prewarm(live, fetch_job("hf://Qwen/Qwen3-8B"))

@@ -138,6 +138,10 @@ def pvc_server_defaults(default_storage_classes: Iterable[str]) -> ServerDefault
     }
 
 
+SameRequest: TypeAlias = Callable[[Mapping[str, Any], Mapping[str, Any]], bool]
+"""Whether a live spec (first) is what the requested one (second) asks for."""
+
+
 def same_request(
     live_spec: Mapping[str, Any],
     requested_spec: Mapping[str, Any],
@@ -169,6 +173,7 @@ def check_existing(
     requested_spec: Mapping[str, Any] | None = None,
     live_spec: Mapping[str, Any] | None = None,
     server_defaults: Callable[[], ServerDefaults] = lambda: NO_SERVER_DEFAULTS,
+    same: SameRequest | None = None,
 ) -> bool:
     """Accept an object that already exists, or raise why it cannot be reused.
 
@@ -177,17 +182,20 @@ def check_existing(
     (`ApplyCachePVC`, `ApplyPrewarmJob`, `ApplyDemandAuthentication`); an object without a
     desired hash (the demand Secret) is reused as long as this service controls it.
     `server_defaults` is asked only when the hashes differ (a PVC's reads the cluster's
-    StorageClasses).
+    StorageClasses). `same` replaces the whole-spec comparison where only some fields are the
+    contract's terms (a prewarm Job's source and cache).
     """
     if not controlled:
         raise not_controlled_error(reason, namespace, name, service)
     if desired_hash is None or live_hash == desired_hash:
         return False
-    if (
-        requested_spec is None
-        or live_spec is None
-        or not same_request(live_spec, requested_spec, server_defaults())
-    ):
+    if requested_spec is None or live_spec is None:
+        raise drift_error(reason, namespace, name)
+    if same is None:
+        equivalent = same_request(live_spec, requested_spec, server_defaults())
+    else:
+        equivalent = same(live_spec, requested_spec)
+    if not equivalent:
         raise drift_error(reason, namespace, name)
     return True
 

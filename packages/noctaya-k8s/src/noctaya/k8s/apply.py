@@ -17,7 +17,6 @@ from typing import Any
 from kubernetes.dynamic.exceptions import ConflictError, NotFoundError
 from noctaya.core.create_once import (
     CREATE_ONCE_HASH_ANNOTATION,
-    JOB_SERVER_DEFAULTS,
     NO_SERVER_DEFAULTS,
     ServerDefaults,
     check_existing,
@@ -26,6 +25,7 @@ from noctaya.core.create_once import (
     pvc_server_defaults,
 )
 from noctaya.core.errors import NoctayaError
+from noctaya.core.prewarm_identity import same_prewarm
 from noctaya.k8s import kinds
 from noctaya.k8s.kinds import kind_of
 from noctaya.k8s.reader import ApiReader, KubeObject, Reader
@@ -179,6 +179,8 @@ class Applier:
             requested_spec=obj.get("spec"),
             live_spec=live.get("spec"),
             server_defaults=self._server_defaults(kind),
+            # A Job's image, env and scheduling are not contract terms: its source and cache are.
+            same=same_prewarm if kind == kinds.JOB else None,
         )
         if adopt and desired_hash is not None:
             return self._stamp_create_once_hash(kind, live, desired_hash)
@@ -188,8 +190,6 @@ class Applier:
         """What the API server fills into a create-once spec of `kind`, looked up when asked."""
         if kind == kinds.PVC:
             return lambda: pvc_server_defaults(self._default_storage_classes())
-        if kind == kinds.JOB:
-            return lambda: JOB_SERVER_DEFAULTS
         return lambda: NO_SERVER_DEFAULTS
 
     def _default_storage_classes(self) -> list[str]:
