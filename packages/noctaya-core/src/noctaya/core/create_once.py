@@ -8,8 +8,10 @@ silently serving from a cache built for another model or size.
 The hash is only a shortcut: another implementation serving the same API (one a cluster switches
 from) hashes its own encoding of the same spec. When the hashes differ, the live spec itself is
 compared with the request, and an equivalent object is adopted rather than reported as drift.
-Equivalent means both ways: what the request asks for holds in the live spec, and what the live
-spec holds beyond the request is only what the API server fills in, named per kind below.
+For a PVC, equivalent means both ways: what the request asks for holds in the live spec, and
+what the live spec holds beyond the request is only what the API server fills in. A prewarm
+Job runs another program in each implementation, so only its contract terms are compared
+(`noctaya.core.prewarm_identity`).
 """
 
 from __future__ import annotations
@@ -64,64 +66,12 @@ class OneOf:
         return self.values is None or value in self.values
 
 
-ServerDefaults: TypeAlias = "OneOf | Mapping[str, ServerDefaults] | tuple[ServerDefaults]"
-"""What the server adds to a spec, shaped like the spec: a mapping's fields, the one pattern
-every entry of a list follows, or a `OneOf` leaf."""
+ServerDefaults: TypeAlias = "OneOf | Mapping[str, ServerDefaults]"
+"""What the server adds to a spec, shaped like the spec: a mapping's fields or a `OneOf` leaf."""
 
 ANY_VALUE = OneOf()
 NO_SERVER_DEFAULTS = OneOf(frozenset())
 """Nothing is filled in: every field the live spec has beyond the request is a change."""
-
-_CONTAINER_DEFAULTS: ServerDefaults = {
-    "terminationMessagePath": OneOf(frozenset({"/dev/termination-log"})),
-    "terminationMessagePolicy": OneOf(frozenset({"File"})),
-    # Always for an untagged or `:latest` image, IfNotPresent otherwise.
-    "imagePullPolicy": OneOf(frozenset({"Always", "IfNotPresent"})),
-    "ports": ({"protocol": OneOf(frozenset({"TCP"}))},),
-    "env": ({"valueFrom": {"fieldRef": {"apiVersion": OneOf(frozenset({"v1"}))}}},),
-}
-_FILE_MODE = OneOf(frozenset({0o644}))
-_POD_DEFAULTS: ServerDefaults = {
-    "dnsPolicy": OneOf(frozenset({"ClusterFirst"})),
-    "schedulerName": OneOf(frozenset({"default-scheduler"})),
-    "terminationGracePeriodSeconds": OneOf(frozenset({30})),
-    "containers": (_CONTAINER_DEFAULTS,),
-    "initContainers": (_CONTAINER_DEFAULTS,),
-    "volumes": (
-        {
-            "secret": {"defaultMode": _FILE_MODE},
-            "configMap": {"defaultMode": _FILE_MODE},
-            "downwardAPI": {"defaultMode": _FILE_MODE},
-            "projected": {"defaultMode": _FILE_MODE},
-        },
-    ),
-}
-JOB_SERVER_DEFAULTS: ServerDefaults = {
-    "selector": ANY_VALUE,
-    "manualSelector": OneOf(frozenset({False})),
-    "parallelism": OneOf(frozenset({1})),
-    "completions": OneOf(frozenset({1})),
-    "backoffLimit": OneOf(frozenset({6})),
-    "completionMode": OneOf(frozenset({"NonIndexed"})),
-    "suspend": OneOf(frozenset({False})),
-    "podReplacementPolicy": OneOf(frozenset({"TerminatingOrFailed"})),
-    "template": {
-        # The Job controller's labels, which tie the pods to this Job's generated selector.
-        "metadata": {
-            "labels": {
-                label: ANY_VALUE
-                for label in (
-                    "batch.kubernetes.io/controller-uid",
-                    "batch.kubernetes.io/job-name",
-                    "controller-uid",
-                    "job-name",
-                )
-            }
-        },
-        "spec": _POD_DEFAULTS,
-    },
-}
-"""A Job's fields the API server and the Job controller fill in when a request leaves them out."""
 
 
 def pvc_server_defaults(default_storage_classes: Iterable[str]) -> ServerDefaults:
@@ -148,13 +98,13 @@ def same_request(
     server_defaults: ServerDefaults,
 ) -> bool:
     """Whether a live create-once spec is what the request asks for: the same size,
-    StorageClass, access, source and prewarm specification, however it was encoded.
+    StorageClass and access, however it was encoded.
 
     Every requested field must hold in the live spec, and every field only the live spec has
     must be one `server_defaults` allows (a field the request dropped is a change). Empty values
-    count as absent (Go encoders omit them), lists must match entry by entry (an env var or
-    container dropped from the request is a change), and storage sizes compare by amount
-    (`1.5Gi` is `1536Mi`).
+    count as absent (Go encoders omit them), lists must match entry by entry (an access mode
+    dropped from the request is a change), and storage sizes compare by amount (`1.5Gi` is
+    `1536Mi`).
     """
     return _matches(
         _with_storage_amount(live_spec), _with_storage_amount(requested_spec), server_defaults
@@ -211,11 +161,10 @@ def _matches(live: object, wanted: object, defaults: ServerDefaults | None) -> b
             _matches(live.get(key), wanted.get(key), inner.get(key)) for key in {*live, *wanted}
         )
     if isinstance(wanted, list):
-        each = defaults[0] if isinstance(defaults, tuple) else None
         return (
             isinstance(live, list)
             and len(live) == len(wanted)
-            and all(_matches(have, want, each) for have, want in zip(live, wanted, strict=True))
+            and all(_matches(have, want, None) for have, want in zip(live, wanted, strict=True))
         )
     return bool(live == wanted)
 
@@ -230,8 +179,8 @@ def _server_filled(live: object, defaults: ServerDefaults | None) -> bool:
 
 
 def _is_zero(value: object) -> bool:
-    """Empty values Go encoders omit. Not `false` or 0: the fields where Noctaya sets those
-    (`automountServiceAccountToken`) default to something else when absent."""
+    """Empty values Go encoders omit. Not `false` or 0: a field set to those may default to
+    something else when absent."""
     return value is None or value in ("", {}, [])
 
 
