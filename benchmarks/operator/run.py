@@ -52,7 +52,7 @@ from operator_child import OperatorChild  # noqa: E402
 from report import PhaseResult, flat_profile, print_breakdown, print_table  # noqa: E402
 from support.control_plane import PROJECT_CRDS  # noqa: E402
 from support.custom_resources import CustomResources  # noqa: E402
-from support.envtest import ControlPlane, control_plane, install_crds, locate_binaries  # noqa: E402
+from support.envtest import ControlPlane, install_crds, locate_binaries  # noqa: E402
 from support.envtest.crds import crd_manifests  # noqa: E402
 from support.envtest.keda_crds import locate_keda_crds  # noqa: E402
 from support.manifests import inference_runtime, llmservice  # noqa: E402
@@ -274,8 +274,6 @@ def main() -> int:
     if args.scale:
         args.services, args.runtimes, args.namespaces = SCALES[args.scale]
 
-    # Three Services per LLMService: the test control plane's /24 holds only 84 services' worth.
-    control_plane.SERVICE_CLUSTER_IP_RANGE = "10.0.0.0/16"
     runs = []
     with tempfile.TemporaryDirectory() as folder:
         if args.compare:

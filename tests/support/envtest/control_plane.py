@@ -30,7 +30,9 @@ from .binaries import Binaries
 from .pki import Pki, write_pki
 from .processes import ManagedProcess, is_running
 
-SERVICE_CLUSTER_IP_RANGE = "10.0.0.0/24"
+SERVICE_CLUSTER_IP_RANGE = "10.0.0.0/16"
+"""Room for the ClusterIPs of one session (three Services per LLMService; a /24 ran out) and of
+the operator benchmark's 1,000 services. Only allocated in etcd: nothing routes to it."""
 WORKDIR_PREFIX = "noctaya-control-plane-"
 OWNER_FILE = "owner.pid"
 _PORT_ATTEMPTS = 3
