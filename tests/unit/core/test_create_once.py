@@ -382,3 +382,28 @@ def test_a_prewarm_job_writing_another_claim_is_drift() -> None:
     live = fetch_job("hf://Qwen/Qwen3-8B")
     live["template"]["spec"]["volumes"][0]["persistentVolumeClaim"]["claimName"] = "other"
     assert not same_prewarm(live, fetch_job("hf://Qwen/Qwen3-8B"))
+
+
+def on_host_path(spec: Any, path: str) -> Any:
+    spec["template"]["spec"]["volumes"] = [{"name": "model-cache", "hostPath": {"path": path}}]
+    return spec
+
+
+def test_a_prewarm_job_on_a_host_path_is_compared_by_its_path() -> None:
+    folder = "/var/lib/noctaya/cache/a/q"
+    requested = on_host_path(fetch_job("hf://Qwen/Qwen3-8B"), folder)
+    live = on_host_path(reference_hub_job("Qwen/Qwen3-8B", shared=False), folder)
+    assert same_prewarm(live, requested)
+    assert not same_prewarm(on_host_path(live, "/var/lib/noctaya/cache/b/q"), requested)
+
+
+def test_a_reference_oci_pull_with_registry_credentials_names_the_same_artifact() -> None:
+    live = reference_oci_job(OCI_REFERENCE)
+    live["template"]["spec"]["initContainers"][0]["args"] += [
+        "--registry-config",
+        "/var/run/noctaya/registry-auth/config.json",
+    ]
+    requested = fetch_job(
+        f"oci://{OCI_REFERENCE}", "--registry-config", "/var/run/noctaya/registry-auth/config.json"
+    )
+    assert same_prewarm(live, requested)
