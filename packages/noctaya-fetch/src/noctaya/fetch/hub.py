@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import errno
 import hashlib
+import os
 import re
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -25,6 +26,31 @@ _REPO_ID = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.-]*/[A-Za-z0-9_.-]+")
 _CONNECTION_ERRNOS = frozenset(
     {errno.ECONNRESET, errno.ECONNREFUSED, errno.ECONNABORTED, errno.EPIPE, errno.ETIMEDOUT}
 )
+
+
+class HubFetcher:
+    """What both hub fetchers are built from: the retry policy, the progress, the endpoint."""
+
+    endpoint_variable: str
+    """The environment variable naming the hub's endpoint when none is given."""
+
+    def __init__(
+        self,
+        *,
+        retry: RetryPolicy | None = None,
+        progress: Progress | None = None,
+        endpoint: str | None = None,
+    ) -> None:
+        self._retry = retry or RetryPolicy()
+        self._progress = progress or Progress()
+        self._endpoint = endpoint
+
+    def endpoint(self) -> str | None:
+        """The given endpoint, else the variable's value read now (clients cache theirs)."""
+        return self._endpoint or os.environ.get(self.endpoint_variable) or None
+
+    def deliver(self, destination: Path, steps: HubSteps) -> None:
+        deliver(destination, steps, retry=self._retry, progress=self._progress)
 
 
 @dataclass(frozen=True, slots=True)

@@ -10,7 +10,6 @@ this client version discards a half-written file when its download call fails.
 from __future__ import annotations
 
 import hashlib
-import os
 import re
 from pathlib import Path
 
@@ -28,41 +27,30 @@ from noctaya.core.model_source import SourceKind
 from noctaya.fetch.credentials import HF_TOKEN, hub_token
 from noctaya.fetch.errors import FetchError, PermanentFetchError, TransientFetchError, http_failure
 from noctaya.fetch.hub import (
+    HubFetcher,
     HubSteps,
     causes,
     connection_failure,
-    deliver,
     file_sha256,
     resolve_hub_model,
 )
 from noctaya.fetch.layout import huggingface_destination
-from noctaya.fetch.progress import Progress
-from noctaya.fetch.retry import RetryPolicy
 
 _GIT_SHA1 = re.compile(r"[0-9a-f]{40}")
 _SHA256 = re.compile(r"[0-9a-f]{64}")
 _REVISION = "main"
 
 
-class HuggingFaceFetcher:
+class HuggingFaceFetcher(HubFetcher):
     """A `ModelFetcher` for `hf://` and `huggingface://`; the endpoint defaults to `HF_ENDPOINT`."""
 
-    def __init__(
-        self,
-        *,
-        retry: RetryPolicy | None = None,
-        progress: Progress | None = None,
-        endpoint: str | None = None,
-    ) -> None:
-        self._retry = retry or RetryPolicy()
-        self._progress = progress or Progress()
-        self._endpoint = endpoint
+    endpoint_variable = "HF_ENDPOINT"
 
     def fetch(self, uri: str, cache: Path) -> Path:
         model = resolve_hub_model(uri, SourceKind.HF)
         destination = huggingface_destination(model, cache)
         token = hub_token(HF_TOKEN, uri)
-        endpoint = self._endpoint or os.environ.get("HF_ENDPOINT") or None
+        endpoint = self.endpoint()
         folder = destination.name
 
         def measure(partial: Path) -> int | None:
@@ -91,7 +79,7 @@ class HuggingFaceFetcher:
             tree=lambda partial: partial / folder,
             verify=lambda tree: _verify_blobs(uri, tree),
         )
-        deliver(destination, steps, retry=self._retry, progress=self._progress)
+        self.deliver(destination, steps)
         return snapshot_path(destination)
 
 

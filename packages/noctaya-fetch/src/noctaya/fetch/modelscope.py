@@ -7,7 +7,6 @@ every listed file arrived with its listed size before the directory is renamed i
 
 from __future__ import annotations
 
-import os
 from pathlib import Path
 from typing import Any
 
@@ -25,34 +24,22 @@ from modelscope.hub.snapshot_download import (  # type: ignore[import-untyped]
 from noctaya.core.model_source import SourceKind
 from noctaya.fetch.credentials import MODELSCOPE_TOKEN, hub_token
 from noctaya.fetch.errors import FetchError, PermanentFetchError, TransientFetchError, http_failure
-from noctaya.fetch.hub import HubSteps, causes, connection_failure, deliver, resolve_hub_model
+from noctaya.fetch.hub import HubFetcher, HubSteps, causes, connection_failure, resolve_hub_model
 from noctaya.fetch.layout import modelscope_destination
-from noctaya.fetch.progress import Progress
-from noctaya.fetch.retry import RetryPolicy
 
 _REVISION = "master"
 
 
-class ModelScopeFetcher:
+class ModelScopeFetcher(HubFetcher):
     """A `ModelFetcher` for `modelscope://`; the endpoint defaults to `MODELSCOPE_ENDPOINT`."""
 
-    def __init__(
-        self,
-        *,
-        retry: RetryPolicy | None = None,
-        progress: Progress | None = None,
-        endpoint: str | None = None,
-    ) -> None:
-        self._retry = retry or RetryPolicy()
-        self._progress = progress or Progress()
-        self._endpoint = endpoint
+    endpoint_variable = "MODELSCOPE_ENDPOINT"
 
     def fetch(self, uri: str, cache: Path) -> Path:
         model = resolve_hub_model(uri, SourceKind.MODELSCOPE)
         destination = modelscope_destination(model, cache)
         token = hub_token(MODELSCOPE_TOKEN, uri)
-        # The client caches its endpoint on first use; read the variable on every fetch instead.
-        endpoint = self._endpoint or os.environ.get("MODELSCOPE_ENDPOINT") or None
+        endpoint = self.endpoint()
         listing: dict[str, int] = {}
 
         def measure(partial: Path) -> int | None:
@@ -91,7 +78,7 @@ class ModelScopeFetcher:
         steps = HubSteps(
             measure=measure, download=download, tree=lambda partial: partial, verify=verify
         )
-        deliver(destination, steps, retry=self._retry, progress=self._progress)
+        self.deliver(destination, steps)
         return destination
 
 
