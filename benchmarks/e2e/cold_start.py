@@ -1,0 +1,193 @@
+"""Cold start on the box, broken down: request arrival → KEDA scales the backend to 1 → pod
+Running → engine ready → first token, p50 over N wakes, through the gateway (the External Push
+activation path) and with the backend scaled by hand (the request sent once it is ready).
+
+Needs root, the box built (`make cluster`), the images (`make images`) and helm
+(`bash hack/build-helm.sh`); brings the box up, and down at the end:
+
+    .venv/bin/python benchmarks/e2e/cold_start.py --wakes 10
+"""
+
+from __future__ import annotations
+
+import argparse
+import statistics
+import sys
+import tempfile
+import threading
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parents[2]
+sys.path.insert(0, str(REPO / "tests"))
+
+from e2e.serving import SERVICE_NAME, example, install, status, stream_chat  # noqa: E402
+from e2e.workloads import advertise_gpus, wait_for  # noqa: E402
+from helm.chart import Helm, locate_helm  # noqa: E402
+from images.conftest import IMAGES, archive  # noqa: E402
+from kubernetes import client as k8s_client  # noqa: E402
+from kubernetes import watch  # noqa: E402
+from support.cluster import Cluster  # noqa: E402
+from support.custom_resources import CustomResources  # noqa: E402
+
+NAMESPACE = "cold-start"
+STEPS = ("scaled to 1", "pod Running", "engine ready", "first token")
+
+
+@dataclass
+class Wake:
+    """Seconds after the request (or the hand scaling) at which each step was seen."""
+
+    started: float
+    seen: dict[str, float] = field(default_factory=dict)
+
+    def mark(self, step: str) -> None:
+        self.seen.setdefault(step, time.monotonic() - self.started)
+
+
+def observe(api_client: k8s_client.ApiClient, wake: Wake, stop: threading.Event) -> None:
+    """Marks the backend's steps from watch events as they arrive."""
+    apps, core = k8s_client.AppsV1Api(api_client), k8s_client.CoreV1Api(api_client)
+
+    def deployment() -> None:
+        stream = watch.Watch()  # type: ignore[no-untyped-call]
+        for event in stream.stream(
+            apps.list_namespaced_deployment,
+            NAMESPACE,
+            field_selector=f"metadata.name={SERVICE_NAME}",
+            timeout_seconds=120,
+        ):
+            if (event["object"].spec.replicas or 0) >= 1:
+                wake.mark("scaled to 1")
+            if stop.is_set() or "scaled to 1" in wake.seen:
+                stream.stop()
+
+    def pods() -> None:
+        stream = watch.Watch()  # type: ignore[no-untyped-call]
+        for event in stream.stream(
+            core.list_namespaced_pod,
+            NAMESPACE,
+            label_selector=f"app.kubernetes.io/name={SERVICE_NAME}",
+            timeout_seconds=120,
+        ):
+            pod = event["object"]
+            if pod.metadata.deletion_timestamp:
+                continue
+            if pod.status.phase == "Running":
+                wake.mark("pod Running")
+            conditions = pod.status.conditions or []
+            if any(c.type == "Ready" and c.status == "True" for c in conditions):
+                wake.mark("engine ready")
+            if stop.is_set() or "engine ready" in wake.seen:
+                stream.stop()
+
+    threads = [threading.Thread(target=part, daemon=True) for part in (deployment, pods)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+
+
+def wait_idle(api_client: k8s_client.ApiClient) -> None:
+    core = k8s_client.CoreV1Api(api_client)
+
+    def idle() -> bool:
+        pods = core.list_namespaced_pod(
+            NAMESPACE, label_selector=f"app.kubernetes.io/name={SERVICE_NAME}"
+        ).items
+        return (
+            not pods and status(api_client, NAMESPACE, SERVICE_NAME).get("phase") == "ScaledToZero"
+        )
+
+    wait_for("the backend at zero with no pod", idle, timeout=300)
+
+
+def wake_through_gateway(api_client: k8s_client.ApiClient) -> Wake:
+    wake = Wake(time.monotonic())
+    stop = threading.Event()
+    watcher = threading.Thread(target=observe, args=(api_client, wake, stop), daemon=True)
+    watcher.start()
+    for chunk in stream_chat(api_client, NAMESPACE, SERVICE_NAME):
+        if chunk.line.startswith(b"data: {"):
+            wake.seen.setdefault("first token", chunk.at - wake.started)
+    stop.set()
+    watcher.join()
+    return wake
+
+
+def wake_by_hand(api_client: k8s_client.ApiClient) -> Wake:
+    """Scales the Deployment to 1 directly (KEDA paused), sends the request once the engine is
+    ready, and scales back to 0."""
+    apps = k8s_client.AppsV1Api(api_client)
+    wake = Wake(time.monotonic())
+    stop = threading.Event()
+    watcher = threading.Thread(target=observe, args=(api_client, wake, stop), daemon=True)
+    watcher.start()
+    apps.patch_namespaced_deployment_scale(SERVICE_NAME, NAMESPACE, {"spec": {"replicas": 1}})
+    watcher.join()
+    for chunk in stream_chat(api_client, NAMESPACE, SERVICE_NAME):
+        if chunk.line.startswith(b"data: {"):
+            wake.seen.setdefault("first token", chunk.at - wake.started)
+    apps.patch_namespaced_deployment_scale(SERVICE_NAME, NAMESPACE, {"spec": {"replicas": 0}})
+    return wake
+
+
+def pause_keda(api_client: k8s_client.ApiClient) -> None:
+    """KEDA leaves the backend's replicas alone from now on (the hand path owns them)."""
+    k8s_client.CustomObjectsApi(api_client).patch_namespaced_custom_object(
+        "keda.sh", "v1alpha1", NAMESPACE, "scaledobjects", SERVICE_NAME,
+        {"metadata": {"annotations": {"autoscaling.keda.sh/paused": "true"}}},
+    )  # fmt: skip
+
+
+def table(title: str, wakes: list[Wake]) -> str:
+    lines = [f"{title} (p50 over {len(wakes)} wakes, seconds from the start)"]
+    for step in STEPS:
+        values = [w.seen[step] for w in wakes if step in w.seen]
+        p50 = f"{statistics.median(values):6.2f}" if values else "     -"
+        lines.append(f"  {step:<14} {p50}   seen in {len(values)}/{len(wakes)}")
+    return "\n".join(lines)
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--wakes", type=int, default=10, help="wakes per path (default 10)")
+    options = parser.parse_args()
+    archives = [archive(image) for image in IMAGES]
+    missing = [str(path) for path in archives if not path.exists()]
+    if missing:
+        sys.exit(f"image archives missing ({', '.join(missing)}): run `make images` first")
+    box = Cluster()
+    try:
+        box.up()
+        api_client = box.api_client
+        with tempfile.TemporaryDirectory() as home:
+            install(box, archives, Helm(locate_helm(), Path(home)))
+        advertise_gpus(k8s_client.CoreV1Api(api_client), "1")
+        runtime, service = example(scaling={"scaleDownStabilization": "1s"})
+        for variable in runtime["spec"]["container"]["env"]:
+            if variable["name"] == "STUB_STARTUP_DELAY":
+                variable["value"] = "0s"
+        resources = CustomResources(api_client)
+        resources.create(runtime)
+        k8s_client.CoreV1Api(api_client).create_namespace({"metadata": {"name": NAMESPACE}})
+        resources.create(service, NAMESPACE)
+        results = {}
+        for title, wake in (
+            ("through the gateway", wake_through_gateway),
+            ("by hand", wake_by_hand),
+        ):
+            wakes = []
+            for _ in range(options.wakes):
+                wait_idle(api_client)
+                wakes.append(wake(api_client))
+            results[title] = wakes
+        for title, wakes in results.items():
+            print(table(title, wakes))
+    finally:
+        box.down()
+
+
+if __name__ == "__main__":
+    main()
