@@ -324,29 +324,7 @@ def _proxy_config(kubeconfig: str) -> dict[str, Any]:
 
 
 def _write_kubeconfig(path: Path, pki: Pki) -> None:
-    name = layout.NAME
-    config = {
-        "apiVersion": "v1",
-        "kind": "Config",
-        "clusters": [
-            {
-                "name": name,
-                "cluster": {"server": APISERVER, "certificate-authority": str(pki.ca_cert)},
-            }
-        ],
-        "users": [
-            {
-                "name": name,
-                "user": {
-                    "client-certificate": str(pki.admin_cert),
-                    "client-key": str(pki.admin_key),
-                },
-            }
-        ],
-        "contexts": [{"name": name, "context": {"cluster": name, "user": name}}],
-        "current-context": name,
-    }
-    _write(path, yaml.safe_dump(config))
+    _write(path, yaml.safe_dump(pki.admin_kubeconfig(layout.NAME, APISERVER)))
 
 
 def _write(path: Path, text: str) -> None:

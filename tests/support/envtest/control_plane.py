@@ -269,35 +269,7 @@ class ControlPlane:
 
     def _write_kubeconfig(self) -> None:
         pki = self._require_pki()
-        name = "noctaya-test"
-        self.kubeconfig.write_text(
-            yaml.safe_dump(
-                {
-                    "apiVersion": "v1",
-                    "kind": "Config",
-                    "clusters": [
-                        {
-                            "name": name,
-                            "cluster": {
-                                "server": self.host,
-                                "certificate-authority": str(pki.ca_cert),
-                            },
-                        }
-                    ],
-                    "users": [
-                        {
-                            "name": name,
-                            "user": {
-                                "client-certificate": str(pki.admin_cert),
-                                "client-key": str(pki.admin_key),
-                            },
-                        }
-                    ],
-                    "contexts": [{"name": name, "context": {"cluster": name, "user": name}}],
-                    "current-context": name,
-                }
-            )
-        )
+        self.kubeconfig.write_text(yaml.safe_dump(pki.admin_kubeconfig("noctaya-test", self.host)))
 
     def _require_pki(self) -> Pki:
         if self._pki is None:

@@ -31,6 +31,30 @@ class Pki:
     service_account_key: Path
     service_account_public_key: Path
 
+    def admin_kubeconfig(self, name: str, server: str) -> dict[str, object]:
+        """A kubeconfig that reaches `server` as the admin, trusting this PKI's CA."""
+        return {
+            "apiVersion": "v1",
+            "kind": "Config",
+            "clusters": [
+                {
+                    "name": name,
+                    "cluster": {"server": server, "certificate-authority": str(self.ca_cert)},
+                }
+            ],
+            "users": [
+                {
+                    "name": name,
+                    "user": {
+                        "client-certificate": str(self.admin_cert),
+                        "client-key": str(self.admin_key),
+                    },
+                }
+            ],
+            "contexts": [{"name": name, "context": {"cluster": name, "user": name}}],
+            "current-context": name,
+        }
+
 
 def write_pki(
     folder: Path,
