@@ -11,11 +11,13 @@ Needs root, the box built (`make cluster`), the images (`make images`) and helm
 from __future__ import annotations
 
 import argparse
+import contextlib
 import statistics
 import sys
 import tempfile
 import threading
 import time
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -30,6 +32,7 @@ from kubernetes import client as k8s_client  # noqa: E402
 from kubernetes import watch  # noqa: E402
 from support.cluster import Cluster  # noqa: E402
 from support.custom_resources import CustomResources  # noqa: E402
+from urllib3.exceptions import ProtocolError  # noqa: E402
 
 NAMESPACE = "cold-start"
 STEPS = ("scaled to 1", "pod Running", "engine ready", "first token")
@@ -82,7 +85,18 @@ def observe(api_client: k8s_client.ApiClient, wake: Wake, stop: threading.Event)
             if stop.is_set() or "engine ready" in wake.seen:
                 stream.stop()
 
-    threads = [threading.Thread(target=part, daemon=True) for part in (deployment, pods)]
+    def retried(part: Callable[[], None], last_step: str) -> Callable[[], None]:
+        """A watch the API server cuts is opened again until its last step is seen."""
+
+        def run() -> None:
+            while not stop.is_set() and last_step not in wake.seen:
+                with contextlib.suppress(ProtocolError):
+                    part()
+
+        return run
+
+    parts = (retried(deployment, "scaled to 1"), retried(pods, "engine ready"))
+    threads = [threading.Thread(target=part, daemon=True) for part in parts]
     for thread in threads:
         thread.start()
     for thread in threads:
@@ -182,6 +196,9 @@ def main() -> None:
             for _ in range(options.wakes):
                 wait_idle(api_client)
                 wakes.append(wake(api_client))
+                print(
+                    title, " ".join(f"{k}={v:.2f}" for k, v in wakes[-1].seen.items()), flush=True
+                )
             results[title] = wakes
         for title, wakes in results.items():
             print(table(title, wakes))
