@@ -108,9 +108,16 @@ def box_pids() -> list[int]:
 
 def remove_network() -> None:
     """Deletes the veth pair first: with only the namespace gone, the kernel takes the host end
-    away later, in the background."""
-    if Path("/sys/class/net", layout.HOST_LINK).exists():
-        run("ip", "link", "delete", layout.HOST_LINK)
+    away later, in the background. That background removal (of a namespace an earlier, killed
+    run left) can take the link between our check and our delete, so a link already gone counts
+    as removed."""
+    host_link = Path("/sys/class/net", layout.HOST_LINK)
+    if host_link.exists():
+        try:
+            run("ip", "link", "delete", layout.HOST_LINK)
+        except HostError:
+            if host_link.exists():
+                raise
     if netns_path().exists():
         run("ip", "netns", "delete", layout.NAME)
 
