@@ -1,13 +1,18 @@
 """The single-node cluster, once per session: `cluster` brings it up, and down at the end.
 
 Every test here carries `e2e` (added if forgotten). A box that cannot come up (not built, not
-root) skips locally and fails under CI=true; a failing test gets the component log tails.
+root) skips locally and fails under CI=true; a failing test gets the component log tails. The box
+is one per host (its namespace and host link have fixed names), so a second e2e session waits
+for the first one's box to be taken down instead of tearing it down under it.
 """
 
 from __future__ import annotations
 
+import fcntl
 import os
+import tempfile
 from collections.abc import Generator, Iterator
+from pathlib import Path
 
 import pytest
 from kubernetes import client as k8s_client
@@ -39,6 +44,12 @@ def cluster(request: pytest.FixtureRequest) -> Iterator[Cluster]:
         if os.environ.get("CI", "").lower() in {"true", "1"}:
             pytest.fail(f"{missing}. CI=true: e2e tests fail instead of skipping.", pytrace=False)
         pytest.skip(str(missing))
+    with open(Path(tempfile.gettempdir()) / "noctaya-box.lock", "w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        yield from _session_box(request)
+
+
+def _session_box(request: pytest.FixtureRequest) -> Iterator[Cluster]:
     box = Cluster()
     request.config.stash[_CLUSTER] = box
     box.down()  # what a killed run left is not part of the host as it was
