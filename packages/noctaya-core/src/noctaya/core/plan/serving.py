@@ -69,15 +69,7 @@ def plan_serving(
     identity = ServiceIdentity(service.metadata.name or "", service.metadata.namespace or "")
     spec = service.spec
     autoscaling = plan_autoscaling(spec)
-    cache = plan_cache(
-        strategy=spec.cache.strategy.value,
-        size=spec.cache.size,
-        storage_class_name=spec.cache.storage_class_name,
-        prewarm=spec.cache.prewarm,
-        model=model,
-        service_name=identity.name,
-        namespace=identity.namespace,
-    )
+    cache = plan_service_cache(service, model)
     backend = plan_backend(
         service,
         runtime,
@@ -98,4 +90,18 @@ def plan_serving(
         gateway=gateway,
         cache=cache,
         prewarm=plan_prewarm(cache, model, fetch_image or gateway_image),
+    )
+
+
+def plan_service_cache(service: LLMService, model: ResolvedModel) -> CachePlan:
+    """The service's cache as the operator plans it; local mode fetches into the same plan."""
+    cache = service.spec.cache
+    return plan_cache(
+        strategy=cache.strategy.value,
+        size=cache.size,
+        storage_class_name=cache.storage_class_name,
+        prewarm=cache.prewarm,
+        model=model,
+        service_name=service.metadata.name or "",
+        namespace=service.metadata.namespace or "",
     )

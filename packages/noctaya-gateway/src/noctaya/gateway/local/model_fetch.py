@@ -19,9 +19,10 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from noctaya.core.api import LLMService
-from noctaya.core.cache_planning import FETCH_COMMAND, fetch_uri, plan_cache, plan_prewarm
+from noctaya.core.cache_planning import FETCH_COMMAND, fetch_uri, plan_prewarm
 from noctaya.core.errors import NoctayaError
 from noctaya.core.model_source import ResolvedModel
+from noctaya.core.plan.serving import plan_service_cache
 from noctaya.core.values.go_text import go_quote
 from noctaya.gateway.local.command import find_executable
 from noctaya.gateway.local.errors import LocalConfigError, LocalRunError
@@ -55,17 +56,8 @@ def plan_fetch(
     service: LLMService, model: ResolvedModel, registry_config: str | None
 ) -> ModelFetch | None:
     """The fetch the operator would run as a Job for this service, or None if it runs none."""
-    spec = service.spec
     try:
-        cache = plan_cache(
-            strategy=spec.cache.strategy.value,
-            size=spec.cache.size,
-            storage_class_name=spec.cache.storage_class_name,
-            prewarm=spec.cache.prewarm,
-            model=model,
-            service_name=service.metadata.name or "",
-            namespace=service.metadata.namespace or "",
-        )
+        cache = plan_service_cache(service, model)
         job = plan_prewarm(cache, model, FETCH_COMMAND)
     except NoctayaError as error:
         raise LocalConfigError(f"LLMService spec.cache: {error.message}") from None
