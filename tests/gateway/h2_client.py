@@ -48,9 +48,7 @@ class RawH2:
     """Open the window for what arrives; False models a client that never reads."""
 
     @classmethod
-    async def open(
-        cls, port: int, *, window: int | None = None, validate: bool = True
-    ) -> RawH2:
+    async def open(cls, port: int, *, window: int | None = None, validate: bool = True) -> RawH2:
         config = h2.config.H2Configuration(
             client_side=True,
             validate_outbound_headers=validate,
@@ -71,7 +69,9 @@ class RawH2:
             self.writer.write(data)
 
     def request(
-        self, stream_id: int, headers: list[tuple[str, str]] | list[tuple[bytes, bytes]],
+        self,
+        stream_id: int,
+        headers: list[tuple[str, str]] | list[tuple[bytes, bytes]],
         body: bytes | None = None,
     ) -> None:
         self.connection.send_headers(stream_id, headers, end_stream=body is None)

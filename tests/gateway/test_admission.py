@@ -64,8 +64,7 @@ async def test_pending_counts_admitted_requests_while_they_wait_and_demand_follo
     engine.make_unready()
     gateway = await start_gateway(engine.url)
     waiting = [
-        asyncio.ensure_future(http.post(f"{gateway.url}/v1/completions", json={}))
-        for _ in range(3)
+        asyncio.ensure_future(http.post(f"{gateway.url}/v1/completions", json={})) for _ in range(3)
     ]
     await eventually(lambda: gateway.pending == 3, what="three admitted requests")
     text = await gateway.metrics(http)

@@ -224,17 +224,16 @@ async def test_single_gateway_serves_the_keda_scaler_from_the_same_process(
     commands: StartCommand,
 ) -> None:
     # No engine: the backend is never ready, so a reject-mode request leaves the lease floor.
-    gateway, url = await _gateway(
-        commands, "http://127.0.0.1:9", NOCTAYA_COLDSTART_MODE="reject"
-    )
+    gateway, url = await _gateway(commands, "http://127.0.0.1:9", NOCTAYA_COLDSTART_MODE="reject")
     port = (await gateway.wait_for_line(r"external scaler " + LISTENING)).group(1)
     ref = pb.ScaledObjectRef(name="svc", namespace="ns", scalerMetadata={"targetValue": "1"})
     async with grpc.aio.insecure_channel(f"127.0.0.1:{port}") as channel:
         scaler = pb_grpc.ExternalScalerStub(channel)
         assert (await scaler.IsActive(ref, timeout=10)).result is False
-        async with aiohttp.ClientSession() as http, http.post(
-            f"{url}/v1/completions", json={}
-        ) as response:
+        async with (
+            aiohttp.ClientSession() as http,
+            http.post(f"{url}/v1/completions", json={}) as response,
+        ):
             assert response.status == 503
         assert (await scaler.IsActive(ref, timeout=10)).result is True
         request = pb.GetMetricsRequest(scaledObjectRef=ref, metricName="pending")

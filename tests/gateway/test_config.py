@@ -54,9 +54,7 @@ def test_operator_rendered_values_are_read() -> None:
     ("text", "expected"),
     [("7", 7), ("+7", 7), ("abc", 100), ("0", 100), ("-5", 100), ("1_0", 100), (" 5", 100)],
 )
-def test_max_queue_falls_back_to_100_unless_a_positive_go_integer(
-    text: str, expected: int
-) -> None:
+def test_max_queue_falls_back_to_100_unless_a_positive_go_integer(text: str, expected: int) -> None:
     assert load_config({**BACKEND, "NOCTAYA_MAX_QUEUE": text}).max_queue == expected
 
 

@@ -284,8 +284,7 @@ async def test_an_http10_client_gets_its_stream_unchunked_ended_by_the_close(
 ) -> None:
     answer = await _raw(
         engine,
-        b"POST /v1/completions?tokens=2 HTTP/1.0\r\nContent-Length: 16\r\n\r\n"
-        b'{"stream": true}',
+        b'POST /v1/completions?tokens=2 HTTP/1.0\r\nContent-Length: 16\r\n\r\n{"stream": true}',
     )
     head, _, body = answer.partition(b"\r\n\r\n")
     assert b"transfer-encoding" not in head.lower()

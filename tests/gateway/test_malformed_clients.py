@@ -183,9 +183,7 @@ async def test_content_length_beside_chunked_is_answered_then_the_connection_is_
     assert b"/smuggled" not in reply
 
 
-@pytest.mark.parametrize(
-    ("target", "openai"), [(b"/v1/models", True), (b"example.com:443", False)]
-)
+@pytest.mark.parametrize(("target", "openai"), [(b"/v1/models", True), (b"example.com:443", False)])
 async def test_connect_is_refused_with_405_and_no_traceback(
     engine: Engine,
     start_gateway: StartGateway,

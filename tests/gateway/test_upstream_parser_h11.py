@@ -30,9 +30,7 @@ from noctaya.gateway.upstream.parser import (
 )
 
 _CONTROL = re.compile(rb"[\x00-\x08\x0a-\x1f\x7f]")
-SETTINGS = settings(
-    max_examples=400, deadline=None, suppress_health_check=[HealthCheck.too_slow]
-)
+SETTINGS = settings(max_examples=400, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 
 
 @dataclass(frozen=True)
@@ -74,7 +72,10 @@ def _ours(case: Case) -> Outcome | None:
                 if event is END:
                     assert head is not None
                     return Outcome(
-                        head.status, head.headers, bytes(body), piece is not None,
+                        head.status,
+                        head.headers,
+                        bytes(body),
+                        piece is not None,
                         parser.keep_alive,
                     )
                 if isinstance(event, Head):

@@ -92,9 +92,7 @@ def test_the_packages_import_from_the_virtualenv_not_the_workspace(
         assert str(REPO) not in pth.read_text(), f"{pth.name} points into the workspace"
 
 
-def test_every_console_script_answers_help(
-    wheels: list[Path], venv: Path, tmp_path: Path
-) -> None:
+def test_every_console_script_answers_help(wheels: list[Path], venv: Path, tmp_path: Path) -> None:
     scripts = set().union(*(console_scripts(wheel) for wheel in wheels))
     assert {"noctaya", "noctaya-operator", "noctaya-gateway", "noctaya-fetch"} <= scripts
     failures = {}

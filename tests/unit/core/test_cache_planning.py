@@ -240,8 +240,7 @@ def test_oci_registry_credentials_come_from_a_mounted_file() -> None:
 
 def test_wait_program_is_the_two_line_marker_loop() -> None:
     assert wait_for_marker_program("/cache/.noctaya-ready") == (
-        "import os,time\n"
-        'while not os.path.isfile("/cache/.noctaya-ready"): time.sleep(2)'
+        'import os,time\nwhile not os.path.isfile("/cache/.noctaya-ready"): time.sleep(2)'
     )
 
 

@@ -119,7 +119,7 @@ def test_empty_action_is_an_error(text: str) -> None:
 @pytest.mark.parametrize(
     "body",
     [
-        "printf \"%s\" .Model.Path",
+        'printf "%s" .Model.Path',
         ".Model.Path | printf",
         "if .Model.Path",
         "/* comment */",

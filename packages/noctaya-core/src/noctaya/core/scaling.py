@@ -21,9 +21,7 @@ READY_GRACE_SECONDS = 15.0
 class ActivationLease:
     """Lease state for one gateway; `demand(pending)` is what the gateway reports to the scaler."""
 
-    def __init__(
-        self, timeout: float, clock: Clock, grace: float = READY_GRACE_SECONDS
-    ) -> None:
+    def __init__(self, timeout: float, clock: Clock, grace: float = READY_GRACE_SECONDS) -> None:
         if timeout <= 0:
             raise ValueError(f"activation timeout must be positive, got {timeout}")
         if grace < 0:

@@ -205,9 +205,7 @@ class GatewayApp:
         if committed:
             await send({"type": "http.response.body", "body": b"", "more_body": False})
 
-    async def _error(
-        self, send: Send, error: GatewayError, openai: bool, reason: str = ""
-    ) -> None:
+    async def _error(self, send: Send, error: GatewayError, openai: bool, reason: str = "") -> None:
         await send_error(send, error, openai)
         self.metrics.count_response(error.status)
         if reason:

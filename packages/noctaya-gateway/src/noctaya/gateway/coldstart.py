@@ -217,9 +217,7 @@ class ColdStart:
         self._metrics.activation_wait.observe(time.monotonic() - start)
         await self._forward(scope, channel, body, send, openai, True)
 
-    async def _refuse(
-        self, send: Send, error: GatewayError, reason: str, openai: bool
-    ) -> None:
+    async def _refuse(self, send: Send, error: GatewayError, reason: str, openai: bool) -> None:
         await send_error(send, error, openai)
         self._metrics.count_response(error.status)
         self._metrics.reject(reason)

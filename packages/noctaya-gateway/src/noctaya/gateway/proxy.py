@@ -66,9 +66,7 @@ class Upstream:
     ) -> None:
         self._pool = pool
         self._metrics = metrics
-        self._request_drop = _REQUEST_DROP | (
-            {b"authorization"} if strip_authorization else set()
-        )
+        self._request_drop = _REQUEST_DROP | ({b"authorization"} if strip_authorization else set())
 
     def request_headers(self, scope: dict[str, Any]) -> tuple[Headers, int | None]:
         """End-to-end headers to forward (X-Forwarded-For appended) and the declared length."""

@@ -86,8 +86,7 @@ def _check_structure(text: str, source: str) -> None:
             if depth > MAX_DEPTH:
                 raise ManifestYAMLError(
                     source,
-                    f"invalid YAML: nested deeper than {MAX_DEPTH} levels "
-                    f"{_at(event.start_mark)}",
+                    f"invalid YAML: nested deeper than {MAX_DEPTH} levels {_at(event.start_mark)}",
                 )
         elif isinstance(event, yaml.CollectionEndEvent):
             depth -= 1
