@@ -146,16 +146,10 @@ def test_changed_cache_size_fails_on_the_immutable_pvc_until_it_is_deleted(
         hashed_by_another_operator(api_client, namespace, (*PVC, "cached-cache"))
     generation = edit_spec(api_client, namespace, "cached", {"cache": {"size": "30Gi"}})
 
-    error = reconcile_failure(reconciler, namespace, "cached")
-
-    message = (
-        f"immutable resource {namespace}/cached-cache differs from the requested cache "
-        "configuration; delete it explicitly before reconciling the change"
+    status = drift_reported(
+        reconciler, status_of, namespace, "cached", "ApplyCachePVC", "cached-cache"
     )
-    assert (error.reason, error.message) == ("ApplyCachePVC", message)
-    status = status_of("cached", namespace)
     assert status["phase"] == "Degraded"
-    assert condition_values(status) == after_autoscaling("ApplyCachePVC", message)
     assert all(c["observedGeneration"] == generation for c in status["conditions"])
     pvc = read(api_client, "v1", "PersistentVolumeClaim", namespace, "cached-cache")
     assert pvc["spec"]["resources"]["requests"]["storage"] == "20Gi"
@@ -172,6 +166,27 @@ def test_changed_cache_size_fails_on_the_immutable_pvc_until_it_is_deleted(
     pvc = read(api_client, "v1", "PersistentVolumeClaim", namespace, "cached-cache")
     assert pvc["spec"]["resources"]["requests"]["storage"] == "30Gi"
     assert condition_values(status_of("cached", namespace))["Degraded"][:2] == ("False", "Inactive")
+
+
+def drift_reported(
+    reconciler: LLMServiceReconciler,
+    status_of: Callable[[str, str], Manifest],
+    namespace: str,
+    service: str,
+    reason: str,
+    immutable: str,
+) -> Manifest:
+    """Reconciles `service` and checks the create-once drift error on the object `immutable`,
+    both as the reconcile's failure and in the service's conditions; the service's status."""
+    error = reconcile_failure(reconciler, namespace, service)
+    message = (
+        f"immutable resource {namespace}/{immutable} differs from the requested cache "
+        "configuration; delete it explicitly before reconciling the change"
+    )
+    assert (error.reason, error.message) == (reason, message)
+    status = status_of(service, namespace)
+    assert condition_values(status) == after_autoscaling(reason, message)
+    return status
 
 
 def test_a_claim_given_the_cluster_default_class_hashed_by_another_operator_is_adopted(
@@ -225,16 +240,7 @@ def test_a_storage_class_dropped_from_the_request_fails_on_the_immutable_pvc(
         hashed_by_another_operator(api_client, namespace, (*PVC, "classy-cache"))
     edit_spec(api_client, namespace, "classy", {"cache": {"storageClassName": None}})
 
-    error = reconcile_failure(reconciler, namespace, "classy")
-
-    message = (
-        f"immutable resource {namespace}/classy-cache differs from the requested cache "
-        "configuration; delete it explicitly before reconciling the change"
-    )
-    assert (error.reason, error.message) == ("ApplyCachePVC", message)
-    assert condition_values(status_of("classy", namespace)) == after_autoscaling(
-        "ApplyCachePVC", message
-    )
+    drift_reported(reconciler, status_of, namespace, "classy", "ApplyCachePVC", "classy-cache")
     pvc = read(api_client, "v1", "PersistentVolumeClaim", namespace, "classy-cache")
     assert pvc["spec"]["storageClassName"] == "fast-ssd"
 
@@ -359,15 +365,8 @@ def test_the_reference_operators_prewarm_job_for_another_model_is_drift(
     service = resources.create(llmservice("switched", changes), namespace)
     create(api_client, namespace, reference_prewarm_job(service, "Qwen/Qwen3-4B"))
 
-    error = reconcile_failure(reconciler, namespace, "switched")
-
-    message = (
-        f"immutable resource {namespace}/switched-prewarm differs from the requested cache "
-        "configuration; delete it explicitly before reconciling the change"
-    )
-    assert (error.reason, error.message) == ("ApplyPrewarmJob", message)
-    assert condition_values(status_of("switched", namespace)) == after_autoscaling(
-        "ApplyPrewarmJob", message
+    drift_reported(
+        reconciler, status_of, namespace, "switched", "ApplyPrewarmJob", "switched-prewarm"
     )
     assert create_once_hash_of(api_client, (*JOB, "switched-prewarm"), namespace) == FOREIGN_HASH
 
@@ -390,16 +389,7 @@ def test_changed_model_fails_on_the_immutable_prewarm_job(
         hashed_by_another_operator(api_client, namespace, (*JOB, "warm-prewarm"))
     edit_spec(api_client, namespace, "warm", {"model": {"source": {"uri": "hf://Qwen/Qwen3-4B"}}})
 
-    error = reconcile_failure(reconciler, namespace, "warm")
-
-    message = (
-        f"immutable resource {namespace}/warm-prewarm differs from the requested cache "
-        "configuration; delete it explicitly before reconciling the change"
-    )
-    assert (error.reason, error.message) == ("ApplyPrewarmJob", message)
-    assert condition_values(status_of("warm", namespace)) == after_autoscaling(
-        "ApplyPrewarmJob", message
-    )
+    drift_reported(reconciler, status_of, namespace, "warm", "ApplyPrewarmJob", "warm-prewarm")
 
 
 def test_cache_pvc_of_the_same_name_not_controlled_by_the_service_is_never_adopted(
