@@ -3,8 +3,9 @@
 # outside the work tree (the control plane's etcd and kube-apiserver come from
 # build-control-plane.sh; containerd, runc and the CNI plugins are Debian's, installed by
 # install-cluster-deps.sh):
-#   - kube-controller-manager, kube-scheduler, kubelet, kube-proxy: one `go build` in the
-#     throwaway k8s.io/kubernetes module of lib/kubernetes-module.sh;
+#   - kube-controller-manager, kube-scheduler, kubelet, kube-proxy, and kubectl (the e2e tests
+#     run the getting-started guide's kubectl commands with it): one `go build` of those
+#     missing in the throwaway k8s.io/kubernetes module of lib/kubernetes-module.sh;
 #   - coredns: `go install`, its go.mod has no replace directives;
 #   - keda, keda-adapter and box-agent (the tests' workload, box-agent/main.go, which serves
 #     KEDA's external scaler protocol): one `go build` in a wrapper module carrying the replace
@@ -26,7 +27,7 @@ source "$here/lib/kubernetes-module.sh"
 agent_hash=$(sha256sum "$here/box-agent/main.go" | cut -c1-12)
 cache_root=${NOCTAYA_CLUSTER_CACHE:-${XDG_CACHE_HOME:-$HOME/.cache}/noctaya/cluster}
 dest="$cache_root/kubernetes-$KUBERNETES_VERSION-coredns-$COREDNS_VERSION-keda-$KEDA_VERSION-agent-$agent_hash"
-kube_commands=(kube-controller-manager kube-scheduler kubelet kube-proxy)
+kube_commands=(kube-controller-manager kube-scheduler kubelet kube-proxy kubectl)
 
 present() {
   local name
@@ -67,15 +68,18 @@ for part in "${parts[@]}"; do
   started=$SECONDS
   case $part in
     kubernetes)
-      present "${kube_commands[@]}" && continue
-      echo "build-cluster: ${kube_commands[*]} $KUBERNETES_VERSION" >&2
+      # Only the missing ones: a command added to the list does not relink the others.
+      missing=()
+      for name in "${kube_commands[@]}"; do present "$name" || missing+=("$name"); done
+      [[ ${#missing[@]} -eq 0 ]] && continue
+      echo "build-cluster: ${missing[*]} $KUBERNETES_VERSION" >&2
       mkdir -p "$work/kube" && cd "$work/kube"
       kubernetes_module build-cluster-kubernetes "$KUBERNETES_VERSION"
       packages=()
-      for name in "${kube_commands[@]}"; do packages+=("k8s.io/kubernetes/cmd/$name"); done
+      for name in "${missing[@]}"; do packages+=("k8s.io/kubernetes/cmd/$name"); done
       go get "${packages[@]/%/@$KUBERNETES_VERSION}"
       ldflags=$(kubernetes_ldflags "$KUBERNETES_VERSION")
-      build_into "${kube_commands[@]}" -- "${packages[@]}"
+      build_into "${missing[@]}" -- "${packages[@]}"
       ;;
     coredns)
       present coredns && continue

@@ -43,6 +43,7 @@ BUILT = (
     "kube-scheduler",
     "kubelet",
     "kube-proxy",
+    "kubectl",  # not part of the box: the e2e tests run the guide's kubectl commands with it
     "coredns",
     "keda",
     "keda-adapter",
