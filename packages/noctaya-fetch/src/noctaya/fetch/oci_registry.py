@@ -20,6 +20,7 @@ from typing import Any
 
 import requests
 from noctaya.fetch.errors import FetchError, PermanentFetchError, TransientFetchError, http_failure
+from noctaya.fetch.promotion import WRITEBACK_STEP, start_writeback
 from oras.auth import BasicAuth  # type: ignore[import-untyped]
 from oras.container import Container  # type: ignore[import-untyped]
 from oras.provider import Registry  # type: ignore[import-untyped]
@@ -34,6 +35,7 @@ _INDEX_TYPES = (
 )
 _DIGEST = re.compile(r"sha256:(?P<hex>[a-f0-9]{64})")
 _CHUNK = 1 << 20
+"""Bytes read, hashed and written per step, in one buffer reused for the whole blob."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -138,7 +140,7 @@ class RegistryClient:
                     f"download of blob {layer.digest}",
                     response.headers.get("Retry-After"),
                 )
-            written = offset
+            written = submitted = offset
             body = _body(response)
             with part.open("r+b" if offset else "wb") as output:
                 output.seek(offset)
@@ -163,6 +165,9 @@ class RegistryClient:
                     output.write(chunk)
                     hasher.update(chunk)
                     advance(len(chunk))
+                    if written - submitted >= WRITEBACK_STEP:
+                        start_writeback(output.fileno(), submitted, written - submitted)
+                        submitted = written
                 output.flush()
                 os.fsync(output.fileno())
         if written < layer.size:

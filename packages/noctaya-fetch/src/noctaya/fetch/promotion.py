@@ -7,8 +7,12 @@ point leaves either no marker or a complete tree with its marker.
 
 from __future__ import annotations
 
+import ctypes
 import os
 import shutil
+import sys
+from collections.abc import Callable
+from functools import cache
 from pathlib import Path
 
 from noctaya.core.model_source import READY_MARKER
@@ -65,6 +69,40 @@ def write_marker(marker: Path) -> None:
     with marker.open("wb") as handle:
         os.fsync(handle.fileno())
     _sync_directory(marker.parent)
+
+
+WRITEBACK_STEP = 16 << 20
+"""Bytes a writer lets pile up before it calls `start_writeback` for them."""
+
+
+def start_writeback(descriptor: int, offset: int, count: int) -> None:
+    """Start writing `count` bytes at `offset` back to disk without waiting for them.
+
+    Only a head start for the fsync that must still follow: without it a download leaves every
+    byte dirty in memory (below the kernel's background threshold nothing is written) and the
+    disk idles until the fsync, which then waits for all of them. Linux's sync_file_range;
+    elsewhere, or if it fails, nothing happens.
+    """
+    submit = _sync_file_range()
+    if submit is not None:
+        submit(descriptor, offset, count, _SYNC_FILE_RANGE_WRITE)
+
+
+_SYNC_FILE_RANGE_WRITE = 2
+
+
+@cache
+def _sync_file_range() -> Callable[[int, int, int, int], int] | None:
+    if not sys.platform.startswith("linux"):
+        return None
+    try:
+        function = ctypes.CDLL(None, use_errno=True).sync_file_range
+    except (OSError, AttributeError):
+        return None
+    function.argtypes = (ctypes.c_int, ctypes.c_int64, ctypes.c_int64, ctypes.c_uint)
+    function.restype = ctypes.c_int
+    submit: Callable[[int, int, int, int], int] = function
+    return submit
 
 
 def _sync_tree(tree: Path) -> None:
