@@ -15,14 +15,21 @@ from collections.abc import Generator, Iterator
 from pathlib import Path
 
 import pytest
+from helm.chart import Helm, HelmMissing, locate_helm
+from images.conftest import built_images  # noqa: F401  (the session's image archives)
 from kubernetes import client as k8s_client
 from support.cluster import Cluster, locate_programs
 from support.cluster.traces import HostTraces, host_traces
+from support.custom_resources import CustomResources
 from support.envtest.prerequisites import PrerequisiteMissing
+
+from .serving import example, install
+from .workloads import advertise_gpus
 
 _CLUSTER = pytest.StashKey[Cluster]()
 _HOST_BEFORE = pytest.StashKey[HostTraces]()
 LAST = "takes_the_cluster_down"
+GPUS = "4"
 
 
 def pytest_configure(config: pytest.Config) -> None:
@@ -71,6 +78,36 @@ def host_before_box(request: pytest.FixtureRequest, cluster: Cluster) -> HostTra
 def api_client(cluster: Cluster) -> k8s_client.ApiClient:
     """The box's admin client; the suite-wide `namespace` fixture takes it from here."""
     return cluster.api_client
+
+
+@pytest.fixture(scope="session")
+def helm(tmp_path_factory: pytest.TempPathFactory) -> Helm:
+    try:
+        return Helm(locate_helm(), tmp_path_factory.mktemp("helm-home"))
+    except HelmMissing as missing:
+        pytest.fail(str(missing), pytrace=False)
+
+
+@pytest.fixture(scope="session")
+def installed(
+    cluster: Cluster,
+    built_images: dict[str, Path],  # noqa: F811
+    helm: Helm,
+) -> None:
+    """Noctaya's images in the node and its chart installed, with the example's runtime; once
+    per session, shared by every module that serves through it."""
+    install(cluster, list(built_images.values()), helm)
+    runtime, _ = example()
+    CustomResources(cluster.api_client).create(runtime)
+
+
+@pytest.fixture
+def gpus(api_client: k8s_client.ApiClient) -> Iterator[None]:
+    """The node advertises GPUs for the backends while the test runs, none after."""
+    core = k8s_client.CoreV1Api(api_client)
+    advertise_gpus(core, GPUS)
+    yield
+    advertise_gpus(core, None)
 
 
 @pytest.hookimpl(wrapper=True)

@@ -5,20 +5,24 @@ status, and the events and logs printed when a test fails."""
 from __future__ import annotations
 
 import contextlib
+import http.client
 import json
+import socket
 import threading
 import time
 from collections.abc import Iterator
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 import yaml
 from helm.chart import DEFAULT_NAMESPACE, RELEASE, Helm
 from kubernetes import client as k8s_client
+from kubernetes.stream import portforward
 from support.cluster import Cluster
 from support.cluster.images import import_archives
 from support.custom_resources import CustomResources
+from urllib3.exceptions import HTTPError
 
 from .workloads import wait_for
 
@@ -26,6 +30,8 @@ REPO = Path(__file__).resolve().parents[2]
 EXAMPLE = REPO / "examples" / "box" / "engine-stub.yaml"
 OPERATOR = "noctaya-controller-manager"
 SERVICE_NAME = "demo"  # the example's LLMService
+GATEWAY_PORT = 8080
+LEASE = "6d7012cb.noctaya.io"  # the operator's leader-election Lease, as the install guide names it
 _LOG_LINES = 40
 _POLL_SECONDS = 0.25
 
@@ -75,28 +81,40 @@ def chat(
     *,
     tokens: int | None = None,
     timeout: float = 180.0,
+    pod: str | None = None,
+    stream: bool = True,
 ) -> Any:
-    """Sends a streaming chat completion to the gateway Service through the API server's
-    service proxy; the urllib3 response, unread. `tokens` asks the engine stub for that many."""
+    """Sends a chat completion (streaming unless `stream` is False) to the gateway Service, or to
+    one gateway `pod`, through the API server's proxy; the urllib3 response, unread. `tokens`
+    asks the engine stub for that many."""
     config = api_client.configuration
-    path = f"/api/v1/namespaces/{namespace}/services/{service}:http/proxy/v1/chat/completions"
+    target = f"pods/{pod}:{GATEWAY_PORT}" if pod else f"services/{service}:http"
+    path = f"/api/v1/namespaces/{namespace}/{target}/proxy/v1/chat/completions"
     query = f"?tokens={tokens}" if tokens else ""
-    body = {"model": service, "messages": [{"role": "user", "content": "hi"}], "stream": True}
     return api_client.rest_client.pool_manager.request(
         "POST",
         f"{config.host}{path}{query}",
-        body=json.dumps(body).encode(),
+        body=chat_body(service, stream),
         headers={"Content-Type": "application/json"},
         preload_content=False,
         timeout=timeout,
     )
 
 
+def chat_body(model: str, stream: bool = True) -> bytes:
+    body = {"model": model, "messages": [{"role": "user", "content": "hi"}], "stream": stream}
+    return json.dumps(body).encode()
+
+
 def stream_chat(
-    api_client: k8s_client.ApiClient, namespace: str, service: str, tokens: int | None = None
+    api_client: k8s_client.ApiClient,
+    namespace: str,
+    service: str,
+    tokens: int | None = None,
+    pod: str | None = None,
 ) -> Iterator[Chunk]:
     """A streaming chat completion's lines as they arrive; fails unless answered 200."""
-    response = chat(api_client, namespace, service, tokens=tokens)
+    response = chat(api_client, namespace, service, tokens=tokens, pod=pod)
     try:
         assert response.status == 200, response.read().decode(errors="replace")
         buffer = b""
@@ -107,6 +125,218 @@ def stream_chat(
                 yield Chunk(time.monotonic(), line)
     finally:
         response.release_conn()
+
+
+@dataclass
+class Exchange:
+    """One request's answer as its client saw it, read to the end in a thread of its own."""
+
+    stream: bool
+    status: int = 0
+    retry_after: str = ""
+    lines: list[bytes] = field(default_factory=list)
+    broken: str = ""  # why the answer ended before its end (a cut connection, a timeout)
+    over: threading.Event = field(default_factory=threading.Event)
+
+    @property
+    def completed(self) -> bool:
+        """Answered in full by the backend: tokens then `[DONE]`, or a whole JSON completion."""
+        if self.broken or self.status != 200:
+            return False
+        if self.stream:
+            return b"data: [DONE]" in self.lines and any(
+                line.startswith(b"data: {") and b'"choices"' in line for line in self.lines
+            )
+        return b'"choices"' in b"".join(self.lines)
+
+    @property
+    def retryable(self) -> bool:
+        """Answered "retry": 503 with `Retry-After`, or on a stream already answered 200, the
+        gateway's closing error event with the code `cold_start` (the drain's answer)."""
+        if self.broken:
+            return False
+        if self.status == 503:
+            return int(self.retry_after or 0) > 0
+        return (
+            self.stream
+            and self.status == 200
+            and b"event: error" in self.lines
+            and any(b'"code":"cold_start"' in line for line in self.lines)
+            and b"data: [DONE]" not in self.lines
+        )
+
+    @property
+    def heartbeats(self) -> int:
+        return sum(1 for line in self.lines if line.startswith(b": heartbeat"))
+
+    def describe(self) -> str:
+        return f"{self.status} broken={self.broken!r} {self.lines[-4:]!r}"
+
+
+def start_chat(
+    api_client: k8s_client.ApiClient,
+    namespace: str,
+    service: str,
+    *,
+    pod: str | None = None,
+    stream: bool = True,
+) -> Exchange:
+    """Starts a chat completion (to the Service, or to one gateway `pod`) and reads its answer
+    in the background; `Exchange.over` is set once it has ended, however it ended."""
+    exchange = Exchange(stream)
+
+    def read() -> None:
+        try:
+            response = chat(api_client, namespace, service, pod=pod, stream=stream)
+            exchange.status = response.status
+            exchange.retry_after = response.headers.get("Retry-After", "")
+            buffer = b""
+            try:
+                for data in response.stream(1024, decode_content=False):
+                    buffer += data
+                    while b"\n" in buffer:
+                        line, buffer = buffer.split(b"\n", 1)
+                        exchange.lines.append(line)
+            finally:
+                response.release_conn()
+            if buffer:
+                exchange.lines.append(buffer)
+        except HTTPError as error:
+            exchange.broken = f"{type(error).__name__}: {error}"
+        finally:
+            exchange.over.set()
+
+    threading.Thread(target=read, daemon=True).start()
+    return exchange
+
+
+def proxy_metric(api_client: k8s_client.ApiClient, path: str, name: str) -> float | None:
+    """The value of the unlabelled series `name` on the metrics page at `path` (a pod or service
+    proxy path of the API server); None while the page cannot be read (a pod still starting)."""
+    config = api_client.configuration
+    response = api_client.rest_client.pool_manager.request(
+        "GET", f"{config.host}{path}", timeout=30
+    )
+    if response.status != 200:
+        return None
+    for line in response.data.decode().splitlines():
+        if line.startswith(f"{name} "):
+            return float(line.split()[1])
+    raise AssertionError(f"{name} missing from {path}")
+
+
+def gateway_metric(
+    api_client: k8s_client.ApiClient, namespace: str, pod: str, name: str
+) -> float | None:
+    path = f"/api/v1/namespaces/{namespace}/pods/{pod}:{GATEWAY_PORT}/proxy/metrics"
+    return proxy_metric(api_client, path, name)
+
+
+def scaler_metric(
+    api_client: k8s_client.ApiClient, namespace: str, service: str, name: str
+) -> float | None:
+    """A series of the service's demand aggregator (Service `<name>-scaler`, port `http`)."""
+    path = f"/api/v1/namespaces/{namespace}/services/{service}-scaler:http/proxy/metrics"
+    return proxy_metric(api_client, path, name)
+
+
+@dataclass(frozen=True)
+class Reply:
+    status: int
+    headers: dict[str, str]
+    body: bytes
+
+
+def forwarded(
+    api_client: k8s_client.ApiClient,
+    namespace: str,
+    pod: str,
+    *,
+    key: str | None,
+    body: bytes,
+    head_only: bool = False,
+    timeout: float = 180.0,
+) -> Reply:
+    """POST /v1/chat/completions to a gateway pod through a port-forward, carrying `key` as a
+    bearer key: the API server's proxy would take the Authorization header for itself.
+    `head_only` stops after the response head (the connection is closed, the body unread)."""
+    forward_client = k8s_client.ApiClient(api_client.configuration)  # `portforward` patches it
+    try:
+        forward = portforward(
+            k8s_client.CoreV1Api(forward_client).connect_get_namespaced_pod_portforward,
+            pod,
+            namespace,
+            ports=str(GATEWAY_PORT),
+        )
+        connection = http.client.HTTPConnection("localhost", GATEWAY_PORT, timeout=timeout)
+        connection.sock = sock = forward.socket(GATEWAY_PORT)
+        sock.settimeout(timeout)
+        headers = {"Content-Type": "application/json"}
+        if key is not None:
+            headers["Authorization"] = f"Bearer {key}"
+        try:
+            connection.request("POST", "/v1/chat/completions", body=body, headers=headers)
+            response = connection.getresponse()
+            data = b"" if head_only else response.read()
+            return Reply(response.status, {k.lower(): v for k, v in response.getheaders()}, data)
+        finally:
+            # Our end first, then read until the forwarder closes its end: closing a socket
+            # that still has unread data would reset the forwarder's thread.
+            with contextlib.suppress(OSError):
+                sock.shutdown(socket.SHUT_WR)
+                sock.settimeout(10)
+                while sock.recv(65536):
+                    pass
+            connection.close()
+            forward.close()
+    finally:
+        forward_client.close()  # type: ignore[no-untyped-call]
+
+
+def leader(api_client: k8s_client.ApiClient) -> tuple[str, int]:
+    """(holder identity, leaseDurationSeconds) of the operator's Lease; the identity is
+    `<pod name>_<uuid>`, "" while released."""
+    lease = k8s_client.CoordinationV1Api(api_client).read_namespaced_lease(LEASE, DEFAULT_NAMESPACE)
+    return str(lease.spec.holder_identity or ""), int(lease.spec.lease_duration_seconds or 0)
+
+
+def pod_of(identity: str) -> str:
+    return identity.rpartition("_")[0]
+
+
+def operator_pods(api_client: k8s_client.ApiClient) -> list[k8s_client.V1Pod]:
+    """The operator's pods that are not being deleted."""
+    pods = k8s_client.CoreV1Api(api_client).list_namespaced_pod(
+        DEFAULT_NAMESPACE, label_selector="app.kubernetes.io/component=operator"
+    )
+    return [pod for pod in pods.items if not pod.metadata.deletion_timestamp]
+
+
+def upgrade(cluster: Cluster, helm: Helm, *settings: str) -> None:
+    """`helm upgrade --reuse-values --set ...` the release, then waits until the rollout is over
+    and the leader runs the new pod template (its arguments are what the operator acts on)."""
+    sets = [word for setting in settings for word in ("--set", setting)]
+    done = helm.run(
+        "upgrade", RELEASE, str(REPO / "charts" / "noctaya"), "--namespace", DEFAULT_NAMESPACE,
+        "--reuse-values", *sets, "--kubeconfig", str(cluster.kubeconfig),
+    )  # fmt: skip
+    assert done.returncode == 0, f"helm upgrade failed:\n{done.stderr}"
+    apps = k8s_client.AppsV1Api(cluster.api_client)
+
+    def rolled_out() -> bool:
+        found = apps.read_namespaced_deployment(OPERATOR, DEFAULT_NAMESPACE)
+        want = found.spec.replicas
+        state = found.status
+        if (state.observed_generation or 0) < found.metadata.generation:
+            return False
+        if (state.updated_replicas or 0) != want or (state.available_replicas or 0) != want:
+            return False
+        template = found.spec.template.spec.containers[0].args
+        pods = {pod.metadata.name: pod for pod in operator_pods(cluster.api_client)}
+        holder = pods.get(pod_of(leader(cluster.api_client)[0]))
+        return holder is not None and holder.spec.containers[0].args == template
+
+    wait_for("the operator rolled out, its leader on the new pod template", rolled_out, 300)
 
 
 def status(api_client: k8s_client.ApiClient, namespace: str, name: str) -> dict[str, Any]:
@@ -173,6 +403,7 @@ def diagnostics(api_client: k8s_client.ApiClient, namespace: str) -> str:
     for where, selector in (
         (DEFAULT_NAMESPACE, "app.kubernetes.io/component=operator"),
         (namespace, "serving.noctaya.io/gateway"),
+        (namespace, "serving.noctaya.io/scaler"),
         ("keda", "app=keda-operator"),
     ):
         for pod in core.list_namespaced_pod(where, label_selector=selector).items:
@@ -185,3 +416,34 @@ def diagnostics(api_client: k8s_client.ApiClient, namespace: str) -> str:
                 log = f"(no log: {error.reason})"
             lines.append(log)
     return "\n".join(lines)
+
+
+def wait_idle(api_client: k8s_client.ApiClient, namespace: str) -> dict[str, Any]:
+    """ScaledToZero with no backend pod left: the pod the Deployment starts with (the operator
+    leaves its replicas to KEDA) has gone, so a request finds the backend cold."""
+    core = k8s_client.CoreV1Api(api_client)
+
+    def idle() -> dict[str, Any] | None:
+        pods = core.list_namespaced_pod(
+            namespace, label_selector=f"app.kubernetes.io/name={SERVICE_NAME}"
+        )
+        found = status(api_client, namespace, SERVICE_NAME)
+        return found if found.get("phase") == "ScaledToZero" and not pods.items else None
+
+    return wait_for("the service ScaledToZero with no backend pod", idle, timeout=300)
+
+
+def ready_gateways(api_client: k8s_client.ApiClient, namespace: str) -> list[k8s_client.V1Pod]:
+    """The service's gateway pods that are Ready and not being deleted, by name."""
+    pods = k8s_client.CoreV1Api(api_client).list_namespaced_pod(
+        namespace, label_selector=f"serving.noctaya.io/gateway={SERVICE_NAME}"
+    )
+    return sorted(
+        (
+            pod
+            for pod in pods.items
+            if not pod.metadata.deletion_timestamp
+            and any(c.type == "Ready" and c.status == "True" for c in pod.status.conditions or [])
+        ),
+        key=lambda pod: str(pod.metadata.name),
+    )

@@ -6,16 +6,11 @@ wakes, load above the target scales 1 → N, and deleting the service leaves not
 from __future__ import annotations
 
 import time
-from collections.abc import Iterator
-from pathlib import Path
 from typing import Any
 
 import pytest
-from helm.chart import Helm, HelmMissing, locate_helm
-from images.conftest import built_images  # noqa: F401  (the session's image archives)
 from kubernetes import client as k8s_client
 from kubernetes import dynamic
-from support.cluster import Cluster
 from support.custom_resources import CustomResources
 
 from .serving import (
@@ -25,45 +20,14 @@ from .serving import (
     condition,
     diagnosed,
     example,
-    install,
     phases_seen,
     status,
     stream_chat,
 )
-from .workloads import advertise_gpus, ready_replicas, wait_for
+from .workloads import ready_replicas, wait_for
 
 pytestmark = [pytest.mark.e2e, pytest.mark.timeout(900)]
 SERVICE = SERVICE_NAME
-GPUS = "4"
-
-
-@pytest.fixture(scope="session")
-def helm(tmp_path_factory: pytest.TempPathFactory) -> Helm:
-    try:
-        return Helm(locate_helm(), tmp_path_factory.mktemp("helm-home"))
-    except HelmMissing as missing:
-        pytest.fail(str(missing), pytrace=False)
-
-
-@pytest.fixture(scope="session")
-def installed(
-    cluster: Cluster,
-    built_images: dict[str, Path],  # noqa: F811
-    helm: Helm,
-) -> None:
-    """Noctaya's images in the node and its chart installed, with the example's runtime."""
-    install(cluster, list(built_images.values()), helm)
-    runtime, _ = example()
-    CustomResources(cluster.api_client).create(runtime)
-
-
-@pytest.fixture
-def gpus(api_client: k8s_client.ApiClient) -> Iterator[None]:
-    """The node advertises GPUs for the backends while the test runs, none after."""
-    core = k8s_client.CoreV1Api(api_client)
-    advertise_gpus(core, GPUS)
-    yield
-    advertise_gpus(core, None)
 
 
 def test_a_cold_stream_wakes_the_backend_and_it_scales_back_to_zero(
