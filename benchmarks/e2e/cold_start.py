@@ -188,10 +188,13 @@ def main() -> None:
         k8s_client.CoreV1Api(api_client).create_namespace({"metadata": {"name": NAMESPACE}})
         resources.create(service, NAMESPACE)
         results = {}
-        for title, wake in (
-            ("through the gateway", wake_through_gateway),
-            ("by hand", wake_by_hand),
+        for title, wake, prepare in (
+            ("through the gateway", wake_through_gateway, None),
+            ("by hand", wake_by_hand, pause_keda),
         ):
+            if prepare is not None:
+                wait_idle(api_client)  # KEDA pauses at the replicas it has: zero
+                prepare(api_client)
             wakes = []
             for _ in range(options.wakes):
                 wait_idle(api_client)
