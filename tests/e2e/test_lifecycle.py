@@ -23,6 +23,7 @@ from .serving import (
     phases_seen,
     status,
     stream_chat,
+    wait_idle,
 )
 from .workloads import ready_replicas, wait_for
 
@@ -36,7 +37,7 @@ def test_a_cold_stream_wakes_the_backend_and_it_scales_back_to_zero(
     with diagnosed(api_client, namespace):
         _, service = example()
         CustomResources(api_client).create(service, namespace)
-        idle = _wait_idle(api_client, namespace)
+        idle = wait_idle(api_client, namespace)
         assert condition(idle, "Ready") == ("False", "ScaledToZero")
         assert condition(idle, "AutoscalingReady")[0] == "True", idle
         assert idle["endpointURL"].endswith("/v1")
@@ -64,7 +65,7 @@ def test_a_cold_stream_wakes_the_backend_and_it_scales_back_to_zero(
             lambda: backend_replicas(api_client, namespace, SERVICE) == 0,
             timeout=300,
         )
-        _wait_idle(api_client, namespace)
+        wait_idle(api_client, namespace)
 
 
 def test_reject_mode_answers_503_with_retry_after_while_cold_and_still_wakes(
@@ -73,7 +74,7 @@ def test_reject_mode_answers_503_with_retry_after_while_cold_and_still_wakes(
     with diagnosed(api_client, namespace):
         _, service = example(endpoint={"coldStart": {"mode": "reject"}})
         CustomResources(api_client).create(service, namespace)
-        _wait_idle(api_client, namespace)
+        wait_idle(api_client, namespace)
 
         rejected = chat(api_client, namespace, SERVICE)
         body = rejected.read()
@@ -107,7 +108,7 @@ def test_deleting_the_service_removes_every_object_it_owned_and_its_pods(
     with diagnosed(api_client, namespace):
         _, service = example()
         created = CustomResources(api_client).create(service, namespace)
-        _wait_idle(api_client, namespace)
+        wait_idle(api_client, namespace)
         lines = [c.line for c in stream_chat(api_client, namespace, SERVICE)]
         assert b"data: [DONE]" in lines, lines
         owned = _owned(api_client, namespace, created["metadata"]["uid"])
@@ -132,21 +133,6 @@ def _wait_phase(api_client: k8s_client.ApiClient, namespace: str, phase: str) ->
         lambda: (s := status(api_client, namespace, SERVICE)).get("phase") == phase and s,
         timeout=300,
     )
-
-
-def _wait_idle(api_client: k8s_client.ApiClient, namespace: str) -> dict[str, Any]:
-    """ScaledToZero with no backend pod left: the pod the Deployment starts with (the operator
-    leaves its replicas to KEDA) has gone, so a request finds the backend cold."""
-    core = k8s_client.CoreV1Api(api_client)
-
-    def idle() -> dict[str, Any] | None:
-        pods = core.list_namespaced_pod(
-            namespace, label_selector=f"app.kubernetes.io/name={SERVICE}"
-        )
-        found = status(api_client, namespace, SERVICE)
-        return found if found.get("phase") == "ScaledToZero" and not pods.items else None
-
-    return wait_for("the service ScaledToZero with no backend pod", idle, timeout=300)
 
 
 def _owned(api_client: k8s_client.ApiClient, namespace: str, uid: str) -> list[tuple[str, str]]:
@@ -188,7 +174,7 @@ def test_load_above_target_scales_one_to_n_through_the_hpa_and_back_to_zero(
     with diagnosed(api_client, namespace):
         _, service = example()  # target 1, max 3
         CustomResources(api_client).create(service, namespace)
-        _wait_idle(api_client, namespace)
+        wait_idle(api_client, namespace)
         # Long streams, held open unread: each is one in-flight request until it is closed.
         streams = [chat(api_client, namespace, SERVICE, tokens=5000) for _ in range(3)]
         try:
