@@ -24,8 +24,14 @@ from pathlib import Path
 REPO = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(REPO / "tests"))
 
-from e2e.serving import SERVICE_NAME, example, install, status, stream_chat  # noqa: E402
-from e2e.workloads import advertise_gpus, wait_for  # noqa: E402
+from e2e.serving import (  # noqa: E402
+    SERVICE_NAME,
+    example,
+    install,
+    stream_chat,
+    wait_idle,
+)
+from e2e.workloads import advertise_gpus  # noqa: E402
 from helm.chart import Helm, locate_helm  # noqa: E402
 from images.conftest import IMAGES, archive  # noqa: E402
 from kubernetes import client as k8s_client  # noqa: E402
@@ -101,20 +107,6 @@ def observe(api_client: k8s_client.ApiClient, wake: Wake, stop: threading.Event)
         thread.start()
     for thread in threads:
         thread.join()
-
-
-def wait_idle(api_client: k8s_client.ApiClient) -> None:
-    core = k8s_client.CoreV1Api(api_client)
-
-    def idle() -> bool:
-        pods = core.list_namespaced_pod(
-            NAMESPACE, label_selector=f"app.kubernetes.io/name={SERVICE_NAME}"
-        ).items
-        return (
-            not pods and status(api_client, NAMESPACE, SERVICE_NAME).get("phase") == "ScaledToZero"
-        )
-
-    wait_for("the backend at zero with no pod", idle, timeout=300)
 
 
 def wake_through_gateway(api_client: k8s_client.ApiClient) -> Wake:
@@ -193,11 +185,11 @@ def main() -> None:
             ("by hand", wake_by_hand, pause_keda),
         ):
             if prepare is not None:
-                wait_idle(api_client)  # KEDA pauses at the replicas it has: zero
+                wait_idle(api_client, NAMESPACE)  # KEDA pauses at the replicas it has: zero
                 prepare(api_client)
             wakes = []
             for _ in range(options.wakes):
-                wait_idle(api_client)
+                wait_idle(api_client, NAMESPACE)
                 wakes.append(wake(api_client))
                 print(
                     title, " ".join(f"{k}={v:.2f}" for k, v in wakes[-1].seen.items()), flush=True

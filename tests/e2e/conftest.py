@@ -20,10 +20,9 @@ from images.conftest import built_images  # noqa: F401  (the session's image arc
 from kubernetes import client as k8s_client
 from support.cluster import Cluster, locate_programs
 from support.cluster.traces import HostTraces, host_traces
-from support.custom_resources import CustomResources
 from support.envtest.prerequisites import PrerequisiteMissing
 
-from .serving import example, install
+from .serving import install_serving
 from .workloads import advertise_gpus
 
 _CLUSTER = pytest.StashKey[Cluster]()
@@ -96,9 +95,7 @@ def installed(
 ) -> None:
     """Noctaya's images in the node and its chart installed, with the example's runtime; once
     per session, shared by every module that serves through it."""
-    install(cluster, list(built_images.values()), helm)
-    runtime, _ = example()
-    CustomResources(cluster.api_client).create(runtime)
+    install_serving(cluster, list(built_images.values()), helm)
 
 
 @pytest.fixture

@@ -58,6 +58,12 @@ def install(cluster: Cluster, archives: list[Path], helm: Helm) -> None:
     wait_for("the operator Available", lambda: available() >= 1, timeout=300)
 
 
+def install_serving(cluster: Cluster, archives: list[Path], helm: Helm) -> None:
+    """Installed as the guide says, with the example's runtime: what the serving tests share."""
+    install(cluster, archives, helm)
+    CustomResources(cluster.api_client).create(example()[0])
+
+
 def example(**overrides: Any) -> list[dict[str, Any]]:
     """The example's InferenceRuntime and LLMService; `overrides` are merged into the
     LLMService's spec (one level deep per key)."""
@@ -117,14 +123,22 @@ def stream_chat(
     response = chat(api_client, namespace, service, tokens=tokens, pod=pod)
     try:
         assert response.status == 200, response.read().decode(errors="replace")
-        buffer = b""
-        for data in response.stream(1024, decode_content=False):
-            buffer += data
-            while b"\n" in buffer:
-                line, buffer = buffer.split(b"\n", 1)
-                yield Chunk(time.monotonic(), line)
+        for line in response_lines(response):
+            yield Chunk(time.monotonic(), line)
     finally:
         response.release_conn()
+
+
+def response_lines(response: Any) -> Iterator[bytes]:
+    """A urllib3 response's body lines as they arrive, an unterminated last one too."""
+    buffer = b""
+    for data in response.stream(1024, decode_content=False):
+        buffer += data
+        while b"\n" in buffer:
+            line, buffer = buffer.split(b"\n", 1)
+            yield line
+    if buffer:
+        yield buffer
 
 
 @dataclass
@@ -190,17 +204,11 @@ def start_chat(
             response = chat(api_client, namespace, service, pod=pod, stream=stream)
             exchange.status = response.status
             exchange.retry_after = response.headers.get("Retry-After", "")
-            buffer = b""
             try:
-                for data in response.stream(1024, decode_content=False):
-                    buffer += data
-                    while b"\n" in buffer:
-                        line, buffer = buffer.split(b"\n", 1)
-                        exchange.lines.append(line)
+                for line in response_lines(response):  # kept as read, if the answer breaks
+                    exchange.lines.append(line)
             finally:
                 response.release_conn()
-            if buffer:
-                exchange.lines.append(buffer)
         except HTTPError as error:
             exchange.broken = f"{type(error).__name__}: {error}"
         finally:

@@ -27,10 +27,9 @@ from images.conftest import built_images  # noqa: F401  (the session's image arc
 from kubernetes import client as k8s_client
 from noctaya.core.api import Phase
 from support.cluster import Cluster, locate_programs
-from support.custom_resources import CustomResources
 
-from .serving import REPO, diagnosed, example, install, status
-from .workloads import advertise_gpus, wait_for
+from .serving import REPO, diagnosed, install_serving, status
+from .workloads import wait_for
 
 PAGE = REPO / "docs" / "getting-started.md"
 _BLOCK = re.compile(r"^```(sh|python)\n(.*?)^```$", re.DOTALL | re.MULTILINE)
@@ -51,7 +50,6 @@ FORWARD = "kubectl -n ai port-forward service/demo 8080:80"
 REMOVAL = "6. Removing it"
 NAMESPACE, SERVICE = "ai", "demo"
 FORWARDED = ("127.0.0.1", 8080)
-GPUS = "4"
 _HELM_HOMES = ("CONFIG", "CACHE", "DATA")
 _PHASES = {phase.value for phase in Phase}
 
@@ -151,15 +149,7 @@ class Terminal:
         return started
 
     def python(self, script: str) -> str:
-        done = subprocess.run(
-            [sys.executable, "-c", script],
-            cwd=REPO,
-            env=self.env,
-            capture_output=True,
-            text=True,
-            timeout=120,
-            check=False,
-        )
+        done = self._run([sys.executable, "-c", script], timeout=120)
         assert done.returncode == 0, f"the Python script failed:\n{done.stdout}\n{done.stderr}"
         return done.stdout
 
@@ -167,9 +157,10 @@ class Terminal:
         for started in self.background:
             started.stop()
 
-    def _run(self, command: str, timeout: float) -> subprocess.CompletedProcess[str]:
+    def _run(self, command: str | list[str], timeout: float) -> subprocess.CompletedProcess[str]:
+        """`command` is a shell line, or an argument vector run as it is."""
         return subprocess.run(
-            ["bash", "-c", command],
+            ["bash", "-c", command] if isinstance(command, str) else command,
             cwd=REPO,
             env=self.env,
             capture_output=True,
@@ -183,7 +174,7 @@ class Terminal:
 def terminal(
     cluster: Cluster,
     built_images: dict[str, Path],  # noqa: F811  (the archives `make images` writes)
-    api_client: k8s_client.ApiClient,
+    gpus: None,
     tmp_path: Path,
 ) -> Iterator[Terminal]:
     """A shell on the box with GPUs advertised. The guide starts from a cluster without
@@ -207,8 +198,6 @@ def terminal(
     if installed_before:
         for command in removal:
             shell.succeeds(command)
-    core = k8s_client.CoreV1Api(api_client)
-    advertise_gpus(core, GPUS)
     try:
         yield shell
     finally:
@@ -216,10 +205,8 @@ def terminal(
         if shell.succeeds("helm status noctaya --namespace noctaya-system"):
             for command in removal:  # the test stopped before step 6
                 shell.succeeds(command)
-        advertise_gpus(core, None)
         if installed_before:
-            install(cluster, list(built_images.values()), Helm(helm, tmp_path / "helm"))
-            CustomResources(api_client).create(example()[0])
+            install_serving(cluster, list(built_images.values()), Helm(helm, tmp_path / "helm"))
 
 
 def test_every_substitution_names_a_command_of_the_page() -> None:
