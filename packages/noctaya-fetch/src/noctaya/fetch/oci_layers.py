@@ -16,7 +16,7 @@ import tarfile
 from pathlib import Path
 
 from noctaya.fetch.errors import PermanentFetchError
-from noctaya.fetch.promotion import WRITEBACK_STEP, start_writeback
+from noctaya.fetch.promotion import Writeback
 
 TITLE = "org.opencontainers.image.title"
 UNPACK = "io.deis.oras.content.unpack"
@@ -116,15 +116,11 @@ def _extract_member(
     except FileExistsError:
         raise PermanentFetchError(source, f"entry {member.name!r} appears twice") from None
     with os.fdopen(descriptor, "wb") as output:
-        written = submitted = 0
+        writeback = Writeback(output)  # promotion's fsync then finds little left
         while chunk := content.read(_CHUNK):
             budget.spend(len(chunk))
             output.write(chunk)
-            written += len(chunk)
-            if written - submitted >= WRITEBACK_STEP:  # promotion's fsync then finds little left
-                output.flush()
-                start_writeback(output.fileno(), submitted, written - submitted)
-                submitted = written
+            writeback.written_to(output.tell())
 
 
 def _make_parents(source: str, root: Path, target: Path) -> None:

@@ -20,7 +20,7 @@ from typing import Any
 
 import requests
 from noctaya.fetch.errors import FetchError, PermanentFetchError, TransientFetchError, http_failure
-from noctaya.fetch.promotion import WRITEBACK_STEP, start_writeback
+from noctaya.fetch.promotion import Writeback
 from oras.auth import BasicAuth  # type: ignore[import-untyped]
 from oras.container import Container  # type: ignore[import-untyped]
 from oras.provider import Registry  # type: ignore[import-untyped]
@@ -140,11 +140,12 @@ class RegistryClient:
                     f"download of blob {layer.digest}",
                     response.headers.get("Retry-After"),
                 )
-            written = submitted = offset
+            written = offset
             body = _body(response)
             with part.open("r+b" if offset else "wb") as output:
                 output.seek(offset)
                 output.truncate()
+                writeback = Writeback(output, offset)
                 while True:
                     try:
                         chunk = next(body, None)
@@ -165,9 +166,7 @@ class RegistryClient:
                     output.write(chunk)
                     hasher.update(chunk)
                     advance(len(chunk))
-                    if written - submitted >= WRITEBACK_STEP:
-                        start_writeback(output.fileno(), submitted, written - submitted)
-                        submitted = written
+                    writeback.written_to(written)
                 output.flush()
                 os.fsync(output.fileno())
         if written < layer.size:

@@ -14,6 +14,7 @@ import sys
 from collections.abc import Callable
 from functools import cache
 from pathlib import Path
+from typing import BinaryIO
 
 from noctaya.core.model_source import READY_MARKER
 
@@ -72,20 +73,33 @@ def write_marker(marker: Path) -> None:
 
 
 WRITEBACK_STEP = 16 << 20
-"""Bytes a writer lets pile up before it calls `start_writeback` for them."""
+"""Bytes a writer lets pile up before their writeback is started."""
 
 
-def start_writeback(descriptor: int, offset: int, count: int) -> None:
-    """Start writing `count` bytes at `offset` back to disk without waiting for them.
+class Writeback:
+    """Starts writing a file's bytes back to disk every `WRITEBACK_STEP` as they are written,
+    without waiting for them.
 
     Only a head start for the fsync that must still follow: without it a download leaves every
     byte dirty in memory (below the kernel's background threshold nothing is written) and the
     disk idles until the fsync, which then waits for all of them. Linux's sync_file_range;
     elsewhere, or if it fails, nothing happens.
     """
-    submit = _sync_file_range()
-    if submit is not None:
-        submit(descriptor, offset, count, _SYNC_FILE_RANGE_WRITE)
+
+    def __init__(self, output: BinaryIO, offset: int = 0) -> None:
+        self._output = output
+        self._submitted = offset
+
+    def written_to(self, end: int) -> None:
+        """The file now holds its bytes up to `end`."""
+        count = end - self._submitted
+        if count < WRITEBACK_STEP:
+            return
+        self._output.flush()
+        submit = _sync_file_range()
+        if submit is not None:
+            submit(self._output.fileno(), self._submitted, count, _SYNC_FILE_RANGE_WRITE)
+        self._submitted = end
 
 
 _SYNC_FILE_RANGE_WRITE = 2
