@@ -241,3 +241,28 @@ async def test_heads_within_the_head_timeout_and_idle_connections_are_untouched(
         assert not reader.at_eof()
     finally:
         writer.close()
+
+
+async def test_idle_connections_close_after_the_keep_alive_budget(
+    engine: Engine, start_gateway: StartGateway
+) -> None:
+    gateway = await start_gateway(engine.url, idle_timeout=0.3)
+    connections = [await _answered(gateway.server.port) for _ in range(5)]
+    started = asyncio.get_running_loop().time()
+    closed = await asyncio.gather(*(_closed_by_server(reader) for reader, _ in connections))
+    assert all(closed)
+    assert asyncio.get_running_loop().time() - started >= 0.2  # not before the budget is spent
+    for _, writer in connections:
+        writer.close()
+
+
+async def test_idle_connections_close_as_soon_as_the_drain_begins(
+    engine: Engine, start_gateway: StartGateway
+) -> None:
+    """Else the drain would wait its whole budget for clients that may never send again."""
+    gateway = await start_gateway(engine.url, shutdown_timeout=3 * LET_GO)
+    connections = [await _answered(gateway.server.port) for _ in range(5)]
+    await asyncio.wait_for(gateway.server.stop(), LET_GO)
+    assert all(await asyncio.gather(*(_closed_by_server(reader) for reader, _ in connections)))
+    for _, writer in connections:
+        writer.close()

@@ -9,7 +9,14 @@ import hypercorn.protocol
 import hypercorn.protocol.h2
 import pytest
 from hypercorn.asyncio.tcp_server import TCPServer
-from noctaya.gateway import client_eof, head_timeout, http2, hypercorn_version, tcp_close
+from noctaya.gateway import (
+    connection_lifetime,
+    head_timeout,
+    http2,
+    hypercorn_version,
+    response_writes,
+    tcp_close,
+)
 from noctaya.gateway.hypercorn_version import UntestedHypercorn
 
 
@@ -20,15 +27,22 @@ def _patched() -> tuple[object, ...]:
         hypercorn.protocol.h2.StreamBuffer,
         TCPServer._close,
         TCPServer._read_data,
-        TCPServer._idle_timeout,
+        TCPServer.__init__,
+        TCPServer.protocol_send,
     )
 
 
 @pytest.mark.parametrize("found", ["0.19.0", "0.17.3", "1.0", "0.18rc1", "dev"])
 @pytest.mark.parametrize(
     "install",
-    [http2.install, tcp_close.install, client_eof.install, head_timeout.install],
-    ids=["http2", "tcp_close", "client_eof", "head_timeout"],
+    [
+        http2.install,
+        tcp_close.install,
+        connection_lifetime.install,
+        response_writes.install,
+        head_timeout.install,
+    ],
+    ids=["http2", "tcp_close", "connection_lifetime", "response_writes", "head_timeout"],
 )
 def test_patches_refuse_an_untested_hypercorn_and_change_nothing(
     monkeypatch: pytest.MonkeyPatch, found: str, install: Callable[[], None]
@@ -49,7 +63,8 @@ def test_patches_install_on_the_tested_line(monkeypatch: pytest.MonkeyPatch, fou
     monkeypatch.setattr(hypercorn_version, "installed_hypercorn", lambda: found)
     http2.install()
     tcp_close.install()
-    client_eof.install()
+    connection_lifetime.install()
+    response_writes.install()
     head_timeout.install()
     assert vars(hypercorn.protocol)["H2Protocol"] is http2.GatewayH2Protocol
     assert vars(hypercorn.protocol)["H11Protocol"] is head_timeout.GatewayH11Protocol

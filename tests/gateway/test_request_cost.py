@@ -10,19 +10,17 @@ from typing import Any
 
 import aiohttp
 import pytest
+from noctaya.gateway.client import WATCH_AFTER
 
 from .conftest import StartGateway
-from .support import Engine, eventually
+from .support import Engine, eventually, start_engine
 
 CHAT = {"model": "stub", "messages": [{"role": "user", "content": "hi"}]}
-HYPERCORN_IDLE_TIMER = "_idle_timeout"
-"""Hypercorn restarts a connection's keep-alive timer as a task from within a response's last
-write, so it starts in the app's task; it is the server's, not the gateway's."""
 
 
-def _count_app_tasks(monkeypatch: pytest.MonkeyPatch) -> list[str]:
-    """Names of the coroutines started as tasks, from now on, by the tasks hypercorn runs the
-    ASGI app in (not hypercorn's own per-connection tasks)."""
+def _count_app_tasks(monkeypatch: pytest.MonkeyPatch, *, by_app: bool = True) -> list[str]:
+    """Names of the coroutines started as tasks from now on, by the tasks hypercorn runs the
+    ASGI app in (not hypercorn's own per-connection tasks) unless not `by_app`."""
     loop = asyncio.get_running_loop()
     started: list[str] = []
     create_task = loop.create_task
@@ -30,7 +28,7 @@ def _count_app_tasks(monkeypatch: pytest.MonkeyPatch) -> list[str]:
     def counting(coro: Coroutine[Any, Any, Any], **kwargs: Any) -> asyncio.Task[Any]:
         creator = asyncio.current_task()
         name = coro.cr_code.co_qualname  # type: ignore[attr-defined]
-        if creator is not None and _runs_the_app(creator) and name != HYPERCORN_IDLE_TIMER:
+        if not by_app or (creator is not None and _runs_the_app(creator)):
             started.append(name)
         return create_task(coro, **kwargs)
 
@@ -43,14 +41,15 @@ def _runs_the_app(task: asyncio.Task[Any]) -> bool:
     return code.co_name == "_handle" and "hypercorn" in code.co_filename
 
 
-async def test_a_warm_request_starts_one_task_the_disconnect_watcher(
+async def test_a_quick_warm_request_starts_no_task(
     engine: Engine,
     start_gateway: StartGateway,
     http: aiohttp.ClientSession,
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
-    """The exchange runs in hypercorn's task for the request; only the disconnect watcher, which
-    must wait on `receive()` alongside it, is a task of its own."""
+    """The exchange runs in hypercorn's task for the request, and neither the server (its
+    keep-alive timer) nor the app (the disconnect watcher) starts another for an answer that
+    comes sooner than `WATCH_AFTER`."""
     gateway = await start_gateway(engine.url, readiness_interval=60.0)
     async with http.post(f"{gateway.url}/v1/chat/completions", json=CHAT) as response:
         assert response.status == 200  # readiness probed and cached, connection pooled
@@ -59,7 +58,26 @@ async def test_a_warm_request_starts_one_task_the_disconnect_watcher(
         async with http.post(f"{gateway.url}/v1/chat/completions", json=CHAT) as response:
             assert response.status == 200
             await response.read()
-    assert started == ["ClientChannel._watch"] * 10
+    assert started == []
+
+
+async def test_a_long_exchange_is_watched_for_a_disconnect(
+    start_gateway: StartGateway, http: aiohttp.ClientSession, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    slow = await start_engine(token_count=3, token_delay=WATCH_AFTER)
+    try:
+        gateway = await start_gateway(slow.url, readiness_interval=60.0)
+        async with http.post(f"{gateway.url}/v1/chat/completions", json=CHAT) as response:
+            assert response.status == 200  # readiness probed and cached
+        started = _count_app_tasks(monkeypatch, by_app=False)
+        async with http.post(
+            f"{gateway.url}/v1/chat/completions", json={**CHAT, "stream": True}
+        ) as response:
+            assert response.status == 200
+            await response.read()
+        assert started.count("ClientChannel._watch") == 1, started
+    finally:
+        slow.server.close()
 
 
 async def test_waiting_cold_streams_share_one_readiness_poll(

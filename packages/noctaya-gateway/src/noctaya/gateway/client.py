@@ -13,6 +13,10 @@ from noctaya.gateway.responses import Message, Receive, Send
 
 DRAIN_LIMIT = 1024 * 1024
 DRAIN_SECONDS = 1.0
+WATCH_AFTER = 0.2
+"""Seconds into an exchange before its client is watched for a disconnect: most answers are
+over sooner and need no watching task of their own; a longer one notices a gone client this
+much later (an engine generates for nobody a moment longer)."""
 
 
 class ClientGone(Exception):
@@ -33,6 +37,7 @@ class ClientChannel:
         "_reading",
         "_receive",
         "_received",
+        "_watch_timer",
         "_watcher",
         "body_complete",
         "cancelled_on_disconnect",
@@ -48,6 +53,7 @@ class ClientChannel:
         self.disconnected = False
         self.failure: ClientGone | BodyTooLarge | None = None
         self._watcher: asyncio.Task[None] | None = None
+        self._watch_timer: asyncio.TimerHandle | None = None
         self._cancel_target: asyncio.Task[Any] | None = None
         self.cancelled_on_disconnect = False  # the disconnect cancelled the target task
         self._finished = False
@@ -128,8 +134,13 @@ class ClientChannel:
                         await self._take()
 
     def watch(self) -> None:
-        """Start watching for a disconnect; only once the body has been read."""
-        if self._watcher is None and self.body_complete and not self.disconnected:
+        """Watch for a disconnect from `WATCH_AFTER` on; only once the body has been read."""
+        if self._watch_timer is None and self.body_complete and not self.disconnected:
+            loop = asyncio.get_running_loop()
+            self._watch_timer = loop.call_later(WATCH_AFTER, self._start_watching)
+
+    def _start_watching(self) -> None:
+        if not self._finished:
             self._watcher = asyncio.get_running_loop().create_task(self._watch())
 
     def cancel_on_disconnect(self, task: asyncio.Task[Any] | None) -> None:
@@ -164,6 +175,9 @@ class ClientChannel:
         """The exchange is over: stop watching (the server's own closing disconnect is moot)."""
         self._finished = True
         self._cancel_target = None
+        if self._watch_timer is not None:
+            self._watch_timer.cancel()
+            self._watch_timer = None
         if self._watcher is not None:
             # Let go of it: the cancelled task keeps its CancelledError, whose traceback holds
             # this channel, and a reference back would leave a cycle per request for the gc.

@@ -16,13 +16,13 @@ from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any
 
 from hypercorn.asyncio import serve
-from hypercorn.config import Config as HypercornConfig
 from noctaya.core.plan import gateway_env as names
 from noctaya.core.values.listen_address import parse_listen_address
-from noctaya.gateway import client_eof, head_timeout, http2, tcp_close
+from noctaya.gateway import connection_lifetime, head_timeout, http2, response_writes, tcp_close
 from noctaya.gateway.addresses import with_port
 from noctaya.gateway.app import GatewayApp
 from noctaya.gateway.config import GatewayConfig
+from noctaya.gateway.date_header import DateOncePerSecondConfig
 from noctaya.gateway.demand_feed import DemandFeed
 from noctaya.gateway.metrics import GatewayMetrics
 from noctaya.gateway.process import quiet_cancelled_callbacks
@@ -91,8 +91,8 @@ def listen_socket(listen_addr: str) -> socket.socket:
     return sock
 
 
-def hypercorn_config(config: GatewayConfig, sock: socket.socket) -> HypercornConfig:
-    hc = HypercornConfig()
+def hypercorn_config(config: GatewayConfig, sock: socket.socket) -> DateOncePerSecondConfig:
+    hc = DateOncePerSecondConfig()
     hc.bind = [f"fd://{sock.fileno()}"]
     hc.backlog = 4096
     hc.graceful_timeout = config.shutdown_timeout
@@ -141,7 +141,8 @@ class GatewayServer:
         logged); a later startup error undoes what began."""
         http2.install()
         tcp_close.install()
-        client_eof.install()
+        connection_lifetime.install()
+        response_writes.install()
         head_timeout.install()
         quiet_cancelled_callbacks(asyncio.get_running_loop())
         reporter = self._reporter() if self.config.demand_aggregator_url else None
