@@ -2,12 +2,14 @@
 app that forwards each request with one client library and streams the response back chunk by
 chunk. No gateway logic, so the difference between them is the client alone.
 
-`python -m benchmarks.gateway.client_choice aiohttp|httpx <port> <backend-url>`
+`python -m benchmarks.gateway.client_choice aiohttp|httpx|raw|none <port> <backend-url>`
+(`none`: hypercorn answering by itself; with BENCH_GATEWAY_SERVER=1 as the gateway runs it)
 """
 
 from __future__ import annotations
 
 import asyncio
+import os
 import sys
 from collections.abc import Awaitable, Callable
 from typing import Any
@@ -17,11 +19,15 @@ import httpx
 from hypercorn.asyncio import serve
 from hypercorn.config import Config
 from noctaya.gateway import process
+from noctaya.gateway.date_header import DateOncePerSecondConfig
+from noctaya.gateway.server import install_server_patches
 
 Scope = dict[str, Any]
 Receive = Callable[[], Awaitable[dict[str, Any]]]
 Send = Callable[[dict[str, Any]], Awaitable[None]]
 POOL = 512
+GATEWAY_SERVER = "BENCH_GATEWAY_SERVER"
+"""Set: hypercorn runs with the gateway's changes to it (`server.install_server_patches`)."""
 
 
 async def _body(receive: Receive) -> bytes:
@@ -180,6 +186,9 @@ APPS = {"aiohttp": _aiohttp_app, "httpx": _httpx_app, "raw": _raw_app, "none": _
 
 async def _main(client: str, port: int, backend: str) -> None:
     config = Config()
+    if os.environ.get(GATEWAY_SERVER):
+        install_server_patches()
+        config = DateOncePerSecondConfig()
     config.bind = [f"127.0.0.1:{port}"]
     config.accesslog = None
     config.keep_alive_max_requests = 2**31

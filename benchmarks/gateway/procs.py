@@ -104,8 +104,10 @@ def gateway(
     return launch(command or [str(BIN / "noctaya-gateway")], settings, url, "/healthz", log)
 
 
-def reference_proxy(client: str, backend: str) -> Process:
-    """A bare hypercorn proxy using `client` upstream: what the choice of client costs."""
+def reference_proxy(client: str, backend: str, *, gateway_server: bool = False) -> Process:
+    """A bare hypercorn proxy using `client` upstream: what the choice of client costs
+    (`gateway_server`: hypercorn with the gateway's changes to it)."""
     port = free_port()
     command = [sys.executable, "-m", "benchmarks.gateway.client_choice", client, str(port), backend]
-    return launch(command, {}, f"http://127.0.0.1:{port}", "/__ping")
+    env = {"BENCH_GATEWAY_SERVER": "1"} if gateway_server else {}
+    return launch(command, env, f"http://127.0.0.1:{port}", "/__ping")

@@ -1,5 +1,6 @@
 """Non-streaming load through every contender in one run, taking turns at each point: the engine
-stub directly, bare hypercorn answering by itself (the ceiling of the mandated server), the
+stub directly, bare hypercorn answering by itself (the ceiling of the mandated server), the same
+with the gateway's changes to hypercorn (the ceiling of the server as the gateway runs it), the
 gateway of another revision when asked, and this tree's gateway. The gateways run observed
 (`observed`), so each point also says how late the event loop ran and what `gc` paused."""
 
@@ -50,15 +51,20 @@ class Contender:
 
 @contextlib.contextmanager
 def contenders(compare: str | None) -> Iterator[list[Contender]]:
-    """Started and warm: direct, ceiling, [gateway at `compare`], gateway (this tree)."""
+    """Started: direct, ceiling, patched ceiling, [gateway at `compare`], gateway (this tree)."""
     with contextlib.ExitStack() as stack, tempfile.TemporaryDirectory() as folder:
         engine = procs.engine()
         stack.callback(engine.stop)
         started = [
             Contender("direct", engine),
             Contender("bare hypercorn", procs.reference_proxy("none", engine.url)),
+            Contender(
+                "gateway's hypercorn",
+                procs.reference_proxy("none", engine.url, gateway_server=True),
+            ),
         ]
-        stack.callback(started[1].process.stop)
+        for contender in started[1:]:
+            stack.callback(contender.process.stop)
         command = [sys.executable, "-m", "benchmarks.gateway.observed"]
         gateways = [("gateway", os.environ.get("PYTHONPATH", ""))]
         if compare is not None:
@@ -84,7 +90,7 @@ def run(levels: list[int], seconds: float, rounds: int, compare: str | None) -> 
 
 
 def throughput_rows(started: list[Contender], levels: list[int]) -> list[tuple[object, ...]]:
-    direct, ceiling, *gateways = started
+    direct, ceiling, patched, *gateways = started
     ours = gateways[-1]
     rows: list[tuple[object, ...]] = []
     for c in levels:
@@ -94,10 +100,12 @@ def throughput_rows(started: list[Contender], levels: list[int]) -> list[tuple[o
             ratio = ""
             if contender in gateways:
                 ratio = f"{_median(rps) / _median(_rps(ceiling, c)):.0%} of ceiling"
-                if contender is ours and len(gateways) > 1:
-                    ratio += f", {_median(rps) / _median(_rps(gateways[0], c)):.2f}x before"
+                if contender is ours:
+                    ratio += f", {_median(rps) / _median(_rps(patched, c)):.0%} of its server"
+                    if len(gateways) > 1:
+                        ratio += f", {_median(rps) / _median(_rps(gateways[0], c)):.2f}x before"
             added = ""
-            if contender not in (direct, ceiling):
+            if contender not in (direct, ceiling, patched):
                 added = f"{_median([r.p50_ms for r in results]) - _p50(direct, c):.2f}"
             rows.append(
                 (

@@ -91,6 +91,16 @@ def listen_socket(listen_addr: str) -> socket.socket:
     return sock
 
 
+def install_server_patches() -> None:
+    """The gateway's changes to hypercorn (each module says what and why). Idempotent; raises
+    UntestedHypercorn, changing nothing, on an untested hypercorn."""
+    http2.install()
+    tcp_close.install()
+    connection_lifetime.install()
+    response_writes.install()
+    head_timeout.install()
+
+
 def hypercorn_config(config: GatewayConfig, sock: socket.socket) -> DateOncePerSecondConfig:
     hc = DateOncePerSecondConfig()
     hc.bind = [f"fd://{sock.fileno()}"]
@@ -139,11 +149,7 @@ class GatewayServer:
         """Check the scaler's TLS or the reporter's settings, serve HTTP, then start the scaler or
         reporter. A bad setting fails before any port is opened (and before "listening on" is
         logged); a later startup error undoes what began."""
-        http2.install()
-        tcp_close.install()
-        connection_lifetime.install()
-        response_writes.install()
-        head_timeout.install()
+        install_server_patches()
         quiet_cancelled_callbacks(asyncio.get_running_loop())
         reporter = self._reporter() if self.config.demand_aggregator_url else None
         tls = self._scaler_tls() if reporter is None and self._serve_scaler else None

@@ -17,8 +17,7 @@ from __future__ import annotations
 
 import asyncio
 import ssl
-from collections.abc import AsyncIterable, AsyncIterator
-from contextlib import asynccontextmanager
+from collections.abc import AsyncIterable, Awaitable
 from urllib.parse import urlsplit
 
 from noctaya.gateway.upstream.connection import Http1Connection, UpstreamClosed, UpstreamTimeout
@@ -35,6 +34,8 @@ HEAD_TIMEOUT = 30.0
 _BODYLESS = frozenset({"GET", "HEAD", "DELETE", "OPTIONS", "TRACE"})
 _IDEMPOTENT = frozenset({"GET", "HEAD", "OPTIONS", "TRACE"})
 _IDEMPOTENCY_KEYS = frozenset({b"idempotency-key", b"x-idempotency-key"})
+Writer = asyncio.Task[None] | None
+"""The task writing a streamed request body, if any."""
 UpstreamError = (UpstreamClosed, UpstreamTimeout, ProtocolError, OSError, TimeoutError)
 """What a failed exchange raises (besides whatever the request body's source raised)."""
 
@@ -86,53 +87,31 @@ class UpstreamPool:
         self._head_timeout = head_timeout
         self._idle: list[tuple[Http1Connection, float]] = []  # with when it went idle
 
-    @asynccontextmanager
-    async def exchange(
+    def exchange(
         self,
         method: str,
         target: bytes,
         headers: Headers,
         body: bytes | AsyncIterable[bytes] = b"",
         declared_length: int | None = None,
-    ) -> AsyncIterator[UpstreamResponse]:
-        """Send one request and yield its response once the head has arrived.
+    ) -> Exchange:
+        """`async with` it: sends one request and yields its response once the head has arrived.
 
         `headers` must not contain Host, Content-Length or Transfer-Encoding: framing is this
         client's job. A streamed body is sent with `declared_length` if known, else chunked.
         """
-        connection = self._take_idle()
-        reused = connection is not None
-        if connection is None:
-            connection = await self._connect()
-        writer: asyncio.Task[None] | None = None
-        try:
-            try:
-                head, writer = await self._send(
-                    connection, method, target, headers, body, declared_length
-                )
-            except UpstreamClosed:
-                # A kept-alive connection the backend closed as the request went out.
-                if not (reused and _may_retry(connection, method, headers, body)):
-                    raise
-                connection.close()
-                connection = await self._connect()
-                head, writer = await self._send(
-                    connection, method, target, headers, body, declared_length
-                )
-            yield UpstreamResponse(head, connection)
-        finally:
-            if writer is not None and not writer.done():
-                connection.close()
-                await _stop(writer)
-            if connection.reusable and len(self._idle) < MAX_IDLE:
-                connection.release()
-                self._idle.append((connection, asyncio.get_running_loop().time()))
-            else:
-                connection.close()
+        return Exchange(self, method, target, headers, body, declared_length)
 
     async def close(self) -> None:
         while self._idle:
             self._idle.pop()[0].close()
+
+    def _done_with(self, connection: Http1Connection) -> None:
+        if connection.reusable and len(self._idle) < MAX_IDLE:
+            connection.release()
+            self._idle.append((connection, asyncio.get_running_loop().time()))
+        else:
+            connection.close()
 
     def _take_idle(self) -> Http1Connection | None:
         """The most recently used open connection; the rest, if it is too old, are older still."""
@@ -192,6 +171,80 @@ class UpstreamPool:
         except BaseException:  # the caller never sees the writer: it must not outlive this
             await _stop(writer)
             raise
+
+
+class Exchange:
+    """One request and its response on a pooled connection (a class, not a generator-based
+    context manager: it is entered once per proxied request)."""
+
+    __slots__ = (
+        "_body",
+        "_connection",
+        "_declared",
+        "_headers",
+        "_method",
+        "_pool",
+        "_target",
+        "_writer",
+    )
+
+    def __init__(
+        self,
+        pool: UpstreamPool,
+        method: str,
+        target: bytes,
+        headers: Headers,
+        body: bytes | AsyncIterable[bytes],
+        declared_length: int | None,
+    ) -> None:
+        self._pool = pool
+        self._method = method
+        self._target = target
+        self._headers = headers
+        self._body = body
+        self._declared = declared_length
+        self._connection: Http1Connection | None = None
+        self._writer: asyncio.Task[None] | None = None
+
+    async def __aenter__(self) -> UpstreamResponse:
+        pool = self._pool
+        connection = pool._take_idle()
+        reused = connection is not None
+        if connection is None:
+            connection = await pool._connect()
+        self._connection = connection
+        try:
+            try:
+                head, self._writer = await self._send(connection)
+            except UpstreamClosed:
+                # A kept-alive connection the backend closed as the request went out.
+                if not (reused and _may_retry(connection, self._method, self._headers, self._body)):
+                    raise
+                connection.close()
+                self._connection = connection = await pool._connect()
+                head, self._writer = await self._send(connection)
+        except BaseException:
+            await self._end()
+            raise
+        return UpstreamResponse(head, connection)
+
+    async def __aexit__(self, *exc_info: object) -> None:
+        await self._end()
+
+    def _send(
+        self, connection: Http1Connection
+    ) -> Awaitable[tuple[Head, asyncio.Task[None] | None]]:
+        return self._pool._send(
+            connection, self._method, self._target, self._headers, self._body, self._declared
+        )
+
+    async def _end(self) -> None:
+        connection, writer = self._connection, self._writer
+        assert connection is not None
+        if writer is not None and not writer.done():
+            connection.close()
+            await _stop(writer)
+        self._pool._done_with(connection)
 
 
 def _may_retry(
