@@ -16,7 +16,7 @@ from typing import Any
 
 import h11
 from hypercorn.asyncio.tcp_server import TCPServer
-from hypercorn.events import Event, RawData
+from hypercorn.events import Closed, Event, RawData
 from hypercorn.protocol.h11 import H11Protocol
 from hypercorn.typing import H11SendableEvent
 from noctaya.gateway.hypercorn_version import require_tested_hypercorn
@@ -71,7 +71,11 @@ async def _send_unless_buffered(self: TCPServer, event: Event) -> None:
     if type(event) is RawData and not self.send_lock.locked():
         transport = self.writer.transport
         if not transport.is_closing():
-            transport.write(event.data)
+            try:
+                transport.write(event.data)
+            except (ConnectionError, RuntimeError):  # as hypercorn's own write
+                await self.protocol.handle(Closed())
+                return
             if not transport.get_write_buffer_size():
                 return
             event = RawData(data=b"")  # written; what is left is hypercorn's drain
