@@ -1,6 +1,7 @@
 """Run every gateway measurement in one go and print the tables.
 
-    .venv/bin/python -m benchmarks.gateway [--seconds 5] [--hold 1000] [--compare REV] [--rounds 3]
+    .venv/bin/python -m benchmarks.gateway [--seconds 5] [--hold N,...] [--compare REV] [--rounds 3]
+    .venv/bin/python -m benchmarks.gateway --only memory [--hold 1000,10000] [--compare REV]
     .venv/bin/python -m benchmarks.gateway --profile [--seconds 10]
 
 Non-streaming: `wrk` posts a 60-byte chat completion at concurrency 1, 64 and 256, straight at
@@ -11,8 +12,9 @@ tree's at every point, and `--rounds` repeats each point to show the spread on a
 The gateways report their event-loop lag and `gc` pauses per point. The same load through bare
 reference proxies shows
 what the upstream client alone costs. Streams: 20 tokens 10 ms apart, the added time to first
-token and the added gap between tokens. Memory: the gateway's RSS idle and while holding cold
-keepalive streams (the backend never becomes ready, so they live on heartbeats).
+token and the added gap between tokens. Memory: each mode's idle RSS, and the gateway's while
+holding cold keepalive streams (the backend never becomes ready, so they live on heartbeats),
+with `--compare REV`'s row next to this tree's for each.
 
 `--profile` measures nothing else: it runs the gateway under cProfile while wrk drives it at
 c=64 (profiling only the measured seconds) and prints the top-20 flat profile by own time.
@@ -25,7 +27,6 @@ import io
 import json
 import os
 import pstats
-import resource
 import signal
 import subprocess
 import sys
@@ -34,12 +35,13 @@ import time
 import urllib.request
 from pathlib import Path
 
-from benchmarks.gateway import procs, revision, side_by_side, wrk
+from benchmarks.gateway import procs, revision, side_by_side, streams, wrk
 
 PATH = "/v1/chat/completions"
 PROFILE_CONCURRENCY = 64
 PROFILE_TOP = 20
 HOLD_CPU_SECONDS = 5.0
+IDLE_SETTLE_SECONDS = 1.0
 
 
 def main() -> int:
@@ -48,7 +50,9 @@ def main() -> int:
     parser.add_argument("--concurrency", default="1,64,256")
     parser.add_argument("--streams", type=int, default=400)
     parser.add_argument("--stream-concurrency", type=int, default=16)
-    parser.add_argument("--hold", type=int, default=1000, help="cold streams to hold")
+    parser.add_argument(
+        "--hold", default="1000,10000", help="cold streams to hold (a comma list: one gateway each)"
+    )
     parser.add_argument(
         "--profile", action="store_true", help="only profile the gateway under wrk at c=64"
     )
@@ -58,13 +62,14 @@ def main() -> int:
         "--only", choices=("throughput", "memory"), help="run one part of the benchmark"
     )
     args = parser.parse_args()
-    if not wrk.available():
+    holds = [int(count) for count in args.hold.split(",")]
+    if args.only != "memory" and not wrk.available():
         print("this benchmark drives load with wrk: apt-get install wrk", file=sys.stderr)
         return 1
     if args.profile:
         print(_profile(args.seconds))
         return 0
-    _raise_open_files_limit()
+    streams.raise_open_files_limit()
     levels = [int(c) for c in args.concurrency.split(",")]
     if args.only != "memory":
         started = side_by_side.run(levels, args.seconds, args.rounds, args.compare)
@@ -84,7 +89,7 @@ def main() -> int:
         _print_table(
             "Gateway memory",
             ("gateway", "state", "RSS MiB", "KiB per stream", "CPU % holding", "errors"),
-            _memory(args.hold, args.compare),
+            _memory(holds, args.compare),
         )
         return 0
     _print_table(
@@ -100,7 +105,7 @@ def main() -> int:
     _print_table(
         "Gateway memory",
         ("gateway", "state", "RSS MiB", "KiB per stream", "CPU % holding", "errors"),
-        _memory(args.hold, args.compare),
+        _memory(holds, args.compare),
     )
     return 0
 
@@ -212,61 +217,93 @@ def _streams(count: int, concurrency: int) -> list[tuple[object, ...]]:
     return rows
 
 
-def _memory(hold: int, compare: str | None) -> list[tuple[object, ...]]:
-    rows: list[tuple[object, ...]] = []
+def _memory(holds: list[int], compare: str | None) -> list[tuple[object, ...]]:
+    """Each state's row for `compare` (if given) next to this tree's: a before/after table."""
+    measured: list[list[tuple[object, ...]]] = []
     if compare is not None:
         with revision.pythonpath(compare) as path:
-            rows += _memory_of(f"at {revision.describe(compare)}", hold, path)
-    return rows + _memory_of("this tree", hold, os.environ.get("PYTHONPATH", ""))
+            measured.append(_memory_of(f"at {revision.describe(compare)}", holds, path))
+    measured.append(_memory_of("this tree", holds, os.environ.get("PYTHONPATH", "")))
+    return [row for rows in zip(*measured, strict=True) for row in rows]
 
 
-def _memory_of(name: str, hold: int, pythonpath: str) -> list[tuple[object, ...]]:
-    """Idle RSS, then RSS and CPU while holding `hold` cold keepalive streams."""
-    # A backend that never answers: every request is a cold keepalive stream.
-    gateway = procs.gateway(f"http://127.0.0.1:{procs.free_port()}", PYTHONPATH=pythonpath)
-    rows: list[tuple[object, ...]] = []
-    try:
-        time.sleep(1)
-        idle = gateway.rss_mib()
-        rows.append((name, "idle", f"{idle:.1f}", "", "", ""))
-        holder = subprocess.Popen(
-            [sys.executable, "-m", "benchmarks.gateway.streams", "hold", gateway.url, str(hold)],
-            stdin=subprocess.PIPE,
-            stdout=subprocess.PIPE,
-            text=True,
+def _memory_of(name: str, holds: list[int], pythonpath: str) -> list[tuple[object, ...]]:
+    """Idle RSS of each mode, then, for each count in `holds` (each on a fresh gateway), RSS and
+    CPU while holding that many cold keepalive streams."""
+    rows: list[tuple[object, ...]] = [
+        (name, "aggregator idle", f"{_aggregator_idle_mib(pythonpath):.1f}", "", "", "")
+    ]
+    for count in holds:
+        # A backend that never answers: every request is a cold keepalive stream.
+        gateway = procs.gateway(
+            f"http://127.0.0.1:{procs.free_port()}",
+            PYTHONPATH=pythonpath,
+            NOCTAYA_MAX_QUEUE=str(max(holds)),
         )
-        assert holder.stdout is not None
-        assert holder.stdin is not None
-        line = holder.stdout.readline().split()  # "held <n> errors <e>"
-        pending = _gauge(gateway.url, "noctaya_gateway_pending")
-        time.sleep(2)
-        cpu = gateway.cpu_seconds()
-        time.sleep(HOLD_CPU_SECONDS)
-        busy = (gateway.cpu_seconds() - cpu) / HOLD_CPU_SECONDS
-        rss = gateway.rss_mib()
-        rows.append(
-            (
-                name,
-                f"holding {line[1]} cold streams (pending={pending:.0f})",
-                f"{rss:.1f}",
-                f"{(rss - idle) * 1024 / max(int(line[1]), 1):.1f}",
-                f"{busy:.0%}",
-                line[3],
+        try:
+            time.sleep(IDLE_SETTLE_SECONDS)
+            idle = gateway.rss_mib()
+            if count == holds[0]:
+                rows.append((name, "gateway idle", f"{idle:.1f}", "", "", ""))
+            holder = subprocess.Popen(
+                [
+                    sys.executable,
+                    "-m",
+                    "benchmarks.gateway.streams",
+                    "hold",
+                    gateway.url,
+                    str(count),
+                ],
+                stdin=subprocess.PIPE,
+                stdout=subprocess.PIPE,
+                text=True,
             )
-        )
-        holder.stdin.close()
-        holder.wait(120)
-    finally:
-        gateway.stop()
+            assert holder.stdout is not None
+            assert holder.stdin is not None
+            _, held, _, errors = holder.stdout.readline().split()  # "held <n> errors <e>"
+            pending = _gauge(gateway.url, "noctaya_gateway_pending")
+            time.sleep(2)
+            cpu = gateway.cpu_seconds()
+            time.sleep(HOLD_CPU_SECONDS)
+            busy = (gateway.cpu_seconds() - cpu) / HOLD_CPU_SECONDS
+            rss = gateway.rss_mib()
+            rows.append(
+                (
+                    name,
+                    f"holding {held} cold streams (pending={pending:.0f})",
+                    f"{rss:.1f}",
+                    f"{(rss - idle) * 1024 / max(int(held), 1):.1f}",
+                    f"{busy:.0%}",
+                    errors,
+                )
+            )
+            holder.stdin.close()
+            holder.wait(120)
+        finally:
+            gateway.stop()
     return rows
 
 
-def _raise_open_files_limit() -> None:
-    """Every held stream is a descriptor in the gateway and in the holder, both started from
-    here: they inherit the soft limit, raised as far as the hard one allows."""
-    soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
-    if soft != hard:
-        resource.setrlimit(resource.RLIMIT_NOFILE, (hard, hard))
+def _aggregator_idle_mib(pythonpath: str) -> float:
+    with tempfile.TemporaryDirectory() as folder:
+        token = Path(folder) / "token"
+        token.write_text("x" * 64)
+        aggregator = procs.launch(
+            [str(procs.BIN / "noctaya-gateway"), "--mode=aggregator"],
+            {
+                "PYTHONPATH": pythonpath,
+                "NOCTAYA_DEMAND_AUTH_TOKEN_FILE": str(token),
+                "NOCTAYA_AGGREGATOR_LISTEN_ADDR": f"127.0.0.1:{(port := procs.free_port())}",
+                "NOCTAYA_SCALER_LISTEN_ADDR": f"127.0.0.1:{procs.free_port()}",
+            },
+            f"http://127.0.0.1:{port}",
+            "/healthz",
+        )
+        try:
+            time.sleep(IDLE_SETTLE_SECONDS)
+            return aggregator.rss_mib()
+        finally:
+            aggregator.stop()
 
 
 def _stream_load(*args: str) -> str:

@@ -4,7 +4,8 @@
 time to first token and the gaps between tokens, as the client sees them.
 `hold <url> <streams>`: opens that many streams (against a cold backend they stay open on
 heartbeats), prints `held <n> errors <e>` once every head has arrived, and holds them until its
-standard input closes.
+standard input closes. It opens at most `OPENING` at once, so tens of thousands of connects
+neither overflow the gateway's listen backlog nor time out behind each other.
 """
 
 from __future__ import annotations
@@ -12,6 +13,7 @@ from __future__ import annotations
 import asyncio
 import itertools
 import json
+import resource
 import statistics
 import sys
 import time
@@ -21,6 +23,15 @@ from noctaya.gateway import process
 
 PATH = "/v1/chat/completions"
 BODY = {"model": "stub", "messages": [{"role": "user", "content": "hi"}], "stream": True}
+OPENING = 500
+
+
+def raise_open_files_limit() -> None:
+    """Every held stream is a descriptor in the gateway and in the holder: the soft limit is
+    raised as far as the hard one allows (processes started after this inherit it)."""
+    soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+    if soft != hard:
+        resource.setrlimit(resource.RLIMIT_NOFILE, (hard, hard))
 
 
 async def _one(session: aiohttp.ClientSession, url: str) -> tuple[float, list[float]]:
@@ -63,13 +74,16 @@ async def measure(url: str, streams: int, concurrency: int) -> dict[str, float]:
 
 
 async def hold(url: str, streams: int) -> None:
+    raise_open_files_limit()
+    opening = asyncio.Semaphore(OPENING)
     connector = aiohttp.TCPConnector(limit=0)
     timeout = aiohttp.ClientTimeout(total=None, sock_connect=30)
     async with aiohttp.ClientSession(connector=connector, timeout=timeout) as session:
 
         async def open_one() -> aiohttp.ClientResponse | None:
             try:
-                response = await session.post(url + PATH, json=BODY)
+                async with opening:
+                    response = await session.post(url + PATH, json=BODY)
             except aiohttp.ClientError:
                 return None
             if response.status != 200 or response.content_type != "text/event-stream":

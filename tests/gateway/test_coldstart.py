@@ -9,6 +9,7 @@ import time
 
 import aiohttp
 import pytest
+from noctaya.gateway.coldstart import ColdWaits, Outcome
 from noctaya.gateway.config import ColdStartMode
 from noctaya.gateway.readiness import ReadinessProbe
 from noctaya.gateway.upstream import UpstreamPool
@@ -310,3 +311,27 @@ async def test_a_long_silent_wait_is_not_cut_by_the_idle_connection_timeout(
     async with http.post(f"{gateway.url}/v1/completions", json={}) as response:
         assert response.status == 200
         assert (await response.json())["object"] == "text_completion"
+
+
+async def test_waiting_streams_share_one_heartbeat_tick(engine: Engine) -> None:
+    """One tick beats every waiting stream: a stream that joins between two beats gets its first
+    with the others', so thousands of held streams need no timer each."""
+    engine.make_unready()
+    pool = UpstreamPool(engine.url)
+    readiness = ReadinessProbe(pool, interval=0.05)
+    waits = ColdWaits(readiness, poll_interval=0.05, heartbeat=0.4, timeout=60.0)
+    try:
+        first = waits.add(stream=True)
+        await asyncio.sleep(0.2)
+        joined = waits.add(stream=True)
+        first_beat, joined_beat = waits.next(first), waits.next(joined)
+        together: list[bool] = []
+        first_beat.add_done_callback(lambda _: together.append(joined_beat.done()))
+        assert list(await asyncio.gather(first_beat, joined_beat)) == [Outcome.BEAT] * 2
+        assert together == [True]
+        waits.remove(first)
+        waits.remove(joined)
+    finally:
+        await waits.close()
+        await readiness.close()
+        await pool.close()

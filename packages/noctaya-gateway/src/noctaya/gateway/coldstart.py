@@ -7,20 +7,22 @@ When the gateway drains, waits end just before its forced close: a 503 `backend 
 on a committed stream, that error frame) tells the client to retry, where the close would leave
 it a bare 500 or a cut stream.
 
-Thousands of streams may wait at once, so they share one readiness poll (`ReadyWaiters`) and a
-disconnect cancels its waiter (`ClientChannel.gone_cancels`): a waiting stream wakes only to
-send its heartbeat, where each once polled on its own every readiness interval.
+Thousands of streams may wait at once, so every wait is served by `ColdWaits` (one readiness
+poll, one heartbeat tick, one deadline timer) and a disconnect cancels its waiter
+(`ClientChannel.gone_cancels`): a waiting stream wakes only to send its heartbeat and holds no
+timer of its own, where each once polled on its own and armed a heartbeat and a deadline timer.
+Streams share the tick, so a stream's first heartbeat comes with the others', within one interval.
 """
 
 from __future__ import annotations
 
 import asyncio
 import contextlib
+import enum
 import json
 import math
 import time
-from collections.abc import AsyncIterator, Awaitable, Callable
-from contextlib import asynccontextmanager
+from collections.abc import Awaitable, Callable
 from typing import Any
 
 from noctaya.gateway.activation import ActivationWatcher
@@ -59,50 +61,162 @@ def is_streaming_request(method: str, body: bytes, peek_limit: int) -> bool:
     return isinstance(document, dict) and document.get("stream") is True
 
 
-class ReadyWaiters:
-    """Waits for a ready backend, all served by one poll every readiness interval that runs
-    only while someone waits (the probe itself is cached and single-flight)."""
+class Outcome(enum.Enum):
+    """Why a wait woke."""
 
-    def __init__(self, readiness: ReadinessProbe, interval: float) -> None:
+    READY = enum.auto()
+    BEAT = enum.auto()  # a stream's heartbeat is due
+    TIMEOUT = enum.auto()  # the activation deadline passed
+    DRAINED = enum.auto()  # the drain's cutoff came first
+
+
+class _Wait:
+    __slots__ = ("deadline", "stream", "woken")
+
+    def __init__(self, deadline: float, stream: bool) -> None:
+        self.deadline = deadline
+        self.stream = stream
+        self.woken: asyncio.Future[Outcome] | None = None  # while the waiter sleeps
+
+
+class ColdWaits:
+    """Every wait for a ready backend, served together: one readiness poll every readiness
+    interval, one heartbeat tick for all waiting streams and one timer for the earliest
+    deadline, all running only while someone waits. A held stream costs a small record and,
+    while it sleeps, one future: no timer, task or event of its own.
+
+    Every wait gets the same activation timeout from its admission, so admission order is
+    deadline order and the first deadline is the first wait's (the drain's cutoff keeps it so).
+    """
+
+    def __init__(
+        self, readiness: ReadinessProbe, poll_interval: float, heartbeat: float, timeout: float
+    ) -> None:
         self._readiness = readiness
-        self._interval = interval
-        self._waiting = 0
-        self._ready = asyncio.Event()  # replaced by a fresh one each time it is set
+        self._poll_interval = poll_interval
+        self._heartbeat = heartbeat
+        self._timeout = timeout
+        self._waits: dict[_Wait, None] = {}  # in admission (and so deadline) order
+        self._streams = 0
+        self._next_beat = math.inf
+        self._cutoff = math.inf
+        self._timer: asyncio.TimerHandle | None = None
+        self._timer_at = math.inf
         self._poll: asyncio.Task[None] | None = None
 
-    async def wait(self, seconds: float | None) -> bool:
-        """True once a backend is ready; False if none is within `seconds` (None: no limit)."""
-        if await self._readiness.ready():
-            return True
+    def add(self, stream: bool) -> _Wait:
+        """A wait starting now; `remove` it when done with it."""
+        loop = asyncio.get_running_loop()
+        now = loop.time()
+        wait = _Wait(now + self._timeout, stream)
+        self._waits[wait] = None
+        if stream:
+            self._streams += 1
+            if self._streams == 1:
+                self._next_beat = now + self._heartbeat
         if self._poll is None:
-            self._poll = asyncio.get_running_loop().create_task(self._polling())
-        self._waiting += 1
-        try:
-            async with asyncio.timeout(seconds) as limit:
-                await self._ready.wait()
-        except TimeoutError:
-            if not limit.expired():
-                raise
-            return False
-        finally:
-            self._waiting -= 1
-        return True
+            self._poll = loop.create_task(self._polling())
+        self._arm()
+        return wait
+
+    def remove(self, wait: _Wait) -> None:
+        """Idempotent. The timer is left as it is (firing early only re-arms it) unless no one
+        waits any more."""
+        if wait not in self._waits:
+            return
+        del self._waits[wait]
+        if wait.stream:
+            self._streams -= 1
+        if not self._waits:
+            self._disarm()
+
+    def next(self, wait: _Wait) -> asyncio.Future[Outcome]:
+        """Resolves once the backend is ready, the wait ends, or (a stream) a heartbeat is due.
+
+        A plain future, not a coroutine: a sleeping stream holds no frame for it. Readiness is
+        the probe's fresh answer or the poll's, which wakes every sleeping wait."""
+        woken: asyncio.Future[Outcome] = asyncio.get_running_loop().create_future()
+        ended = self._ended(wait, asyncio.get_running_loop().time())
+        if self._readiness.cached_ready():
+            woken.set_result(Outcome.READY)
+        elif ended is not None:
+            woken.set_result(ended)
+        else:
+            wait.woken = woken
+        return woken
+
+    def end_waits_at(self, when: float) -> None:
+        """Every wait still running at `when` (event-loop time), and every later one, ends then."""
+        self._cutoff = min(self._cutoff, when)
+        self._arm()
 
     async def close(self) -> None:
+        self._disarm()
         if self._poll is not None:
             self._poll.cancel()
             with contextlib.suppress(asyncio.CancelledError):
                 await self._poll
 
+    def _ended(self, wait: _Wait, now: float) -> Outcome | None:
+        if self._cutoff <= min(now, wait.deadline):
+            return Outcome.DRAINED
+        return Outcome.TIMEOUT if wait.deadline <= now else None
+
+    def _arm(self) -> None:
+        """The timer, at the next heartbeat or the first deadline (or cutoff), if sooner."""
+        when = math.inf
+        if self._waits:
+            when = min(next(iter(self._waits)).deadline, self._cutoff)
+            if self._streams:
+                when = min(when, self._next_beat)
+        if when == self._timer_at:
+            return
+        self._disarm()
+        if when < math.inf:
+            self._timer = asyncio.get_running_loop().call_at(when, self._fire)
+            self._timer_at = when
+
+    def _disarm(self) -> None:
+        if self._timer is not None:
+            self._timer.cancel()
+        self._timer = None
+        self._timer_at = math.inf
+
+    def _fire(self) -> None:
+        self._timer = None
+        self._timer_at = math.inf
+        now = asyncio.get_running_loop().time()
+        while self._waits:
+            first = next(iter(self._waits))
+            ended = self._ended(first, now)
+            if ended is None:
+                break
+            self.remove(first)
+            _wake(first, ended)
+        if self._streams and self._next_beat <= now:
+            self._next_beat = now + self._heartbeat
+            for wait in self._waits:
+                if wait.stream:
+                    _wake(wait, Outcome.BEAT)
+        self._arm()
+
     async def _polling(self) -> None:
         try:
-            while self._waiting:
-                await asyncio.sleep(self._interval)
+            while self._waits:
+                await asyncio.sleep(self._poll_interval)
                 if await self._readiness.ready():
-                    ready, self._ready = self._ready, asyncio.Event()
-                    ready.set()
+                    for wait in self._waits:
+                        _wake(wait, Outcome.READY)
         finally:
             self._poll = None
+
+
+def _wake(wait: _Wait, outcome: Outcome) -> None:
+    """A waiter busy elsewhere (writing a heartbeat) is not sleeping: it sees what changed when it
+    asks again."""
+    woken, wait.woken = wait.woken, None
+    if woken is not None and not woken.done():
+        woken.set_result(outcome)
 
 
 class ColdStart:
@@ -119,9 +233,12 @@ class ColdStart:
         self._activation = activation
         self._metrics = metrics
         self._forward = forward
-        self._waits: set[asyncio.Timeout] = set()
-        self._cutoff = math.inf
-        self._ready = ReadyWaiters(readiness, config.readiness_interval)
+        self._waits = ColdWaits(
+            readiness,
+            config.readiness_interval,
+            config.heartbeat_interval,
+            config.activation_timeout,
+        )
 
     async def handle(
         self, scope: dict[str, Any], channel: ClientChannel, body: bytes, send: Send, openai: bool
@@ -137,52 +254,32 @@ class ColdStart:
             await self._wait(scope, channel, body, send, openai)
 
     async def close(self) -> None:
-        await self._ready.close()
+        await self._waits.close()
 
     def end_waits_at(self, when: float) -> None:
         """Draining: every wait still running at `when` (event-loop time), and every later one,
         ends then, before the server's forced close would cut it off without an answer."""
-        self._cutoff = min(self._cutoff, when)
-        for wait in self._waits:
-            deadline = wait.when()
-            if not wait.expired() and deadline is not None and when < deadline:
-                wait.reschedule(when)
-
-    @asynccontextmanager
-    async def _bounded(self) -> AsyncIterator[asyncio.Timeout]:
-        """The activation deadline (or the drain's cutoff, if sooner) for one wait."""
-        deadline = asyncio.get_running_loop().time() + self._config.activation_timeout
-        async with asyncio.timeout_at(min(deadline, self._cutoff)) as wait:
-            self._waits.add(wait)
-            try:
-                yield wait
-            finally:
-                self._waits.discard(wait)
-
-    def _drained(self, wait: asyncio.Timeout) -> bool:
-        """Did the drain's cutoff, rather than the activation deadline, end this wait?"""
-        return wait.when() == self._cutoff
+        self._waits.end_waits_at(when)
 
     async def _wait(
         self, scope: dict[str, Any], channel: ClientChannel, body: bytes, send: Send, openai: bool
     ) -> None:
         start = time.monotonic()
+        wait = self._waits.add(stream=False)
         try:
             with channel.gone_cancels():
-                async with self._bounded() as wait:
-                    await self._ready.wait(None)
+                outcome = await self._waits.next(wait)
         except ClientGone:
             return
-        except TimeoutError:
-            if not wait.expired():
-                raise
-            if self._drained(wait):
-                await self._refuse(send, COLD_START, "cold_start", openai)
-            else:
-                await self._refuse(send, ACTIVATION_TIMEOUT, "activation_timeout", openai)
-            return
-        self._metrics.activation_wait.observe(time.monotonic() - start)
-        await self._forward(scope, channel, body, send, openai, False)
+        finally:
+            self._waits.remove(wait)
+        if outcome is Outcome.DRAINED:
+            await self._refuse(send, COLD_START, "cold_start", openai)
+        elif outcome is Outcome.TIMEOUT:
+            await self._refuse(send, ACTIVATION_TIMEOUT, "activation_timeout", openai)
+        else:
+            self._metrics.activation_wait.observe(time.monotonic() - start)
+            await self._forward(scope, channel, body, send, openai, False)
 
     async def _stream_wait(
         self, scope: dict[str, Any], channel: ClientChannel, body: bytes, send: Send, openai: bool
@@ -194,28 +291,25 @@ class ColdStart:
             headers.append(_HTTP1_KEEPALIVE)
         await send({"type": "http.response.start", "status": 200, "headers": headers})
         self._metrics.count_response(200)
-        start = last_beat = time.monotonic()
-        beat = self._config.heartbeat_interval
+        start = time.monotonic()
+        wait = self._waits.add(stream=True)
         try:
             with channel.gone_cancels():
-                async with self._bounded() as wait:
-                    while not await self._ready.wait(max(0.0, last_beat + beat - time.monotonic())):
-                        await send(_HEARTBEAT_MESSAGE)
-                        last_beat = time.monotonic()
+                while (outcome := await self._waits.next(wait)) is Outcome.BEAT:
+                    await send(_HEARTBEAT_MESSAGE)
         except ClientGone:
             return
-        except TimeoutError:
-            if not wait.expired():
-                raise
-            if self._drained(wait):
-                self._metrics.reject("cold_start")
-                await _end_stream(send, sse_error_frame(COLD_START, openai))
-            else:
-                self._metrics.reject("activation_timeout")
-                await _end_stream(send, sse_error_frame(STREAM_TIMEOUT, openai))
-            return
-        self._metrics.activation_wait.observe(time.monotonic() - start)
-        await self._forward(scope, channel, body, send, openai, True)
+        finally:
+            self._waits.remove(wait)
+        if outcome is Outcome.DRAINED:
+            self._metrics.reject("cold_start")
+            await _end_stream(send, sse_error_frame(COLD_START, openai))
+        elif outcome is Outcome.TIMEOUT:
+            self._metrics.reject("activation_timeout")
+            await _end_stream(send, sse_error_frame(STREAM_TIMEOUT, openai))
+        else:
+            self._metrics.activation_wait.observe(time.monotonic() - start)
+            await self._forward(scope, channel, body, send, openai, True)
 
     async def _refuse(self, send: Send, error: GatewayError, reason: str, openai: bool) -> None:
         await send_error(send, error, openai)
