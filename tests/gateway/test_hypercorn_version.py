@@ -8,16 +8,19 @@ from collections.abc import Callable
 import hypercorn.protocol
 import hypercorn.protocol.h2
 import pytest
+from hypercorn.asyncio.task_group import TaskGroup
 from hypercorn.asyncio.tcp_server import TCPServer
 from noctaya.gateway import (
     connection_lifetime,
     head_timeout,
     http2,
     hypercorn_version,
+    receive_queue,
     response_writes,
     tcp_close,
 )
 from noctaya.gateway.hypercorn_version import UntestedHypercorn
+from noctaya.gateway.server import install_server_patches
 
 
 def _patched() -> tuple[object, ...]:
@@ -29,6 +32,7 @@ def _patched() -> tuple[object, ...]:
         TCPServer._read_data,
         TCPServer.__init__,
         TCPServer.protocol_send,
+        TaskGroup.spawn_app,
     )
 
 
@@ -40,9 +44,17 @@ def _patched() -> tuple[object, ...]:
         tcp_close.install,
         connection_lifetime.install,
         response_writes.install,
+        receive_queue.install,
         head_timeout.install,
     ],
-    ids=["http2", "tcp_close", "connection_lifetime", "response_writes", "head_timeout"],
+    ids=[
+        "http2",
+        "tcp_close",
+        "connection_lifetime",
+        "response_writes",
+        "receive_queue",
+        "head_timeout",
+    ],
 )
 def test_patches_refuse_an_untested_hypercorn_and_change_nothing(
     monkeypatch: pytest.MonkeyPatch, found: str, install: Callable[[], None]
@@ -61,10 +73,8 @@ def test_patches_refuse_an_untested_hypercorn_and_change_nothing(
 @pytest.mark.parametrize("found", ["0.18.0", "0.18.7"])
 def test_patches_install_on_the_tested_line(monkeypatch: pytest.MonkeyPatch, found: str) -> None:
     monkeypatch.setattr(hypercorn_version, "installed_hypercorn", lambda: found)
-    http2.install()
-    tcp_close.install()
-    connection_lifetime.install()
-    response_writes.install()
-    head_timeout.install()
+    install_server_patches()
     assert vars(hypercorn.protocol)["H2Protocol"] is http2.GatewayH2Protocol
     assert vars(hypercorn.protocol)["H11Protocol"] is head_timeout.GatewayH11Protocol
+    assert TaskGroup.spawn_app is receive_queue._spawn_app
+    assert TCPServer.protocol_send is response_writes._send_unless_buffered

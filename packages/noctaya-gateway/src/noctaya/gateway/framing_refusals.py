@@ -86,6 +86,13 @@ class FramingRefusalsH11Protocol(HeadWithBodyH11Protocol):
                 self._head_start += event.data[: HEAD_START - len(self._head_start)]
         await super().handle(event)
 
+    async def _create_stream(self, request: h11.Request) -> None:
+        # The head is whole: a refusal of its body needs only its request line, and a request
+        # held for minutes (a cold stream) keeps no more of it.
+        line, newline, _ = self._head_start.partition(b"\n")
+        self._head_start = line + newline
+        await super()._create_stream(request)
+
     async def _send_error_response(self, status_code: int) -> None:
         method, target, whole = self._refused_request_line()
         content_type, body = refusal(status_code).body(names_openai_route(target, whole))

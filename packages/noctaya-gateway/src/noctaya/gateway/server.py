@@ -18,7 +18,14 @@ from typing import TYPE_CHECKING, Any
 from hypercorn.asyncio import serve
 from noctaya.core.plan import gateway_env as names
 from noctaya.core.values.listen_address import parse_listen_address
-from noctaya.gateway import connection_lifetime, head_timeout, http2, response_writes, tcp_close
+from noctaya.gateway import (
+    connection_lifetime,
+    head_timeout,
+    http2,
+    receive_queue,
+    response_writes,
+    tcp_close,
+)
 from noctaya.gateway.addresses import with_port
 from noctaya.gateway.app import GatewayApp
 from noctaya.gateway.config import GatewayConfig
@@ -98,6 +105,7 @@ def install_server_patches() -> None:
     tcp_close.install()
     connection_lifetime.install()
     response_writes.install()
+    receive_queue.install()
     head_timeout.install()
 
 

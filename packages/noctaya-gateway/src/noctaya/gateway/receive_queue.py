@@ -1,0 +1,93 @@
+"""What hypercorn feeds each request's `receive()` from.
+
+Hypercorn 0.18 gives every request an `asyncio.Queue` (four deques and an event, about 2.9 KiB
+kept for as long as the request lasts: a held cold stream keeps it for minutes) and two callables
+for synchronous (WSGI) apps, which an ASGI app never calls. `ReceiveQueue` keeps asyncio.Queue's
+behaviour for what hypercorn and the app do with it (bounded puts that wait, FIFO gets, waiters
+woken in order and cancellable) in one deque, with waiter lists made only when someone waits.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+from collections import deque
+from collections.abc import Awaitable, Callable
+from typing import Any
+
+from hypercorn.asyncio.task_group import TaskGroup, _handle
+from hypercorn.config import Config
+from hypercorn.typing import AppWrapper, ASGIReceiveEvent, ASGISendEvent, Scope
+from noctaya.gateway.hypercorn_version import require_tested_hypercorn
+
+
+class ReceiveQueue:
+    __slots__ = ("_getters", "_items", "_maxsize", "_putters")
+
+    def __init__(self, maxsize: int) -> None:
+        self._items: deque[ASGIReceiveEvent] = deque()
+        self._maxsize = maxsize
+        self._getters: deque[asyncio.Future[None]] | None = None
+        self._putters: deque[asyncio.Future[None]] | None = None
+
+    async def put(self, item: ASGIReceiveEvent) -> None:
+        while 0 < self._maxsize <= len(self._items):
+            if self._putters is None:
+                self._putters = deque()
+            await _wait(self._putters, lambda: len(self._items) < self._maxsize)
+        self._items.append(item)
+        _wake_next(self._getters)
+
+    async def get(self) -> ASGIReceiveEvent:
+        while not self._items:
+            if self._getters is None:
+                self._getters = deque()
+            await _wait(self._getters, lambda: bool(self._items))
+        item = self._items.popleft()
+        _wake_next(self._putters)
+        return item
+
+
+async def _wait(waiters: deque[asyncio.Future[None]], ready: Callable[[], bool]) -> None:
+    """Wait in line; a waiter woken but cancelled passes its turn on (as asyncio.Queue's do)."""
+    waiter = asyncio.get_running_loop().create_future()
+    waiters.append(waiter)
+    try:
+        await waiter
+    except BaseException:
+        waiter.cancel()
+        with contextlib.suppress(ValueError):  # else already woken and taken off the line
+            waiters.remove(waiter)
+        if ready() and not waiter.cancelled():
+            _wake_next(waiters)
+        raise
+
+
+def _wake_next(waiters: deque[asyncio.Future[None]] | None) -> None:
+    while waiters:
+        waiter = waiters.popleft()
+        if not waiter.done():
+            waiter.set_result(None)
+            return
+
+
+def _no_sync_calls(*args: Any) -> Any:
+    raise RuntimeError("the gateway serves an ASGI app: nothing runs synchronously")
+
+
+async def _spawn_app(
+    self: TaskGroup,
+    app: AppWrapper,
+    config: Config,
+    scope: Scope,
+    send: Callable[[ASGISendEvent | None], Awaitable[None]],
+) -> Callable[[ASGIReceiveEvent], Awaitable[None]]:
+    queue = ReceiveQueue(config.max_app_queue_size)
+    self.spawn(_handle, app, config, scope, queue.get, send, _no_sync_calls, _no_sync_calls)
+    return queue.put
+
+
+def install() -> None:
+    """Idempotent; raises UntestedHypercorn, changing nothing, on an untested hypercorn."""
+    require_tested_hypercorn()
+    TaskGroup.spawn_app = _spawn_app  # type: ignore[method-assign]
