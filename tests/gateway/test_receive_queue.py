@@ -71,3 +71,19 @@ async def test_a_cancelled_put_leaves_no_waiter_behind() -> None:
     assert await _body(queue) == b"0"
     await queue.put(_message(2))
     assert await _body(queue) == b"2"
+
+
+async def test_a_disconnect_is_told_as_it_is_reported_or_at_once_if_it_was() -> None:
+    told: list[str] = []
+    queue = ReceiveQueue(10)
+    queue.on_disconnect(lambda: told.append("later"))
+    await queue.put(BODY)
+    assert told == []
+    await queue.put({"type": "http.disconnect"})
+    assert told == ["later"]
+    queue.on_disconnect(None)
+    await queue.put({"type": "http.disconnect"})
+    assert told == ["later"]
+    queue.on_disconnect(lambda: told.append("already"))
+    assert told == ["later", "already"]
+    assert await queue() is BODY  # called, it is receive(); the messages are all still there

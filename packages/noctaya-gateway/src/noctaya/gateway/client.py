@@ -1,6 +1,7 @@
 """The client side of one exchange: its request body (bounded) and whether the client is still
-there. ASGI reports a disconnect only through `receive()`, which also carries the body, so one
-object owns both: it reads the body for whoever forwards it, then watches for the disconnect."""
+there. ASGI reports a disconnect through `receive()`, which also carries the body, so one object
+owns both: it reads the body for whoever forwards it, then has the server's receive queue tell it
+of the disconnect (no task waits in `receive()` for it)."""
 
 from __future__ import annotations
 
@@ -9,14 +10,11 @@ import contextlib
 from collections.abc import Iterator
 from typing import Any
 
+from noctaya.gateway.receive_queue import ReceiveQueue
 from noctaya.gateway.responses import Message, Receive, Send
 
 DRAIN_LIMIT = 1024 * 1024
 DRAIN_SECONDS = 1.0
-WATCH_AFTER = 0.2
-"""Seconds into an exchange before its client is watched for a disconnect: most answers are
-over sooner and need no watching task of their own; a longer one notices a gone client this
-much later (an engine generates for nobody a moment longer)."""
 
 
 class ClientGone(Exception):
@@ -37,8 +35,7 @@ class ClientChannel:
         "_reading",
         "_receive",
         "_received",
-        "_watch_timer",
-        "_watcher",
+        "_watching",
         "body_complete",
         "cancelled_on_disconnect",
         "disconnected",
@@ -52,8 +49,7 @@ class ClientChannel:
         self.body_complete = False
         self.disconnected = False
         self.failure: ClientGone | BodyTooLarge | None = None
-        self._watcher: asyncio.Task[None] | None = None
-        self._watch_timer: asyncio.TimerHandle | None = None
+        self._watching = False
         self._cancel_target: asyncio.Task[Any] | None = None
         self.cancelled_on_disconnect = False  # the disconnect cancelled the target task
         self._finished = False
@@ -134,14 +130,14 @@ class ClientChannel:
                         await self._take()
 
     def watch(self) -> None:
-        """Watch for a disconnect from `WATCH_AFTER` on; only once the body has been read."""
-        if self._watch_timer is None and self.body_complete and not self.disconnected:
-            loop = asyncio.get_running_loop()
-            self._watch_timer = loop.call_later(WATCH_AFTER, self._start_watching)
-
-    def _start_watching(self) -> None:
-        if not self._finished:
-            self._watcher = asyncio.get_running_loop().create_task(self._watch())
+        """Notice a disconnect from now on; only once the body has been read (until then the
+        body's reader notices it)."""
+        if self._watching or not self.body_complete or self.disconnected:
+            return
+        queue = self._receive
+        assert isinstance(queue, ReceiveQueue), "served by the gateway's hypercorn"
+        self._watching = True
+        queue.on_disconnect(self._client_gone)
 
     def cancel_on_disconnect(self, task: asyncio.Task[Any] | None) -> None:
         """Cancel `task` if the client goes away (None stops doing so)."""
@@ -175,19 +171,13 @@ class ClientChannel:
         """The exchange is over: stop watching (the server's own closing disconnect is moot)."""
         self._finished = True
         self._cancel_target = None
-        if self._watch_timer is not None:
-            self._watch_timer.cancel()
-            self._watch_timer = None
-        if self._watcher is not None:
-            # Let go of it: the cancelled task keeps its CancelledError, whose traceback holds
-            # this channel, and a reference back would leave a cycle per request for the gc.
-            watcher, self._watcher = self._watcher, None
-            watcher.cancel()
+        if self._watching:
+            self._watching = False
+            assert isinstance(self._receive, ReceiveQueue)
+            self._receive.on_disconnect(None)  # the queue outlives the exchange
 
-    async def _watch(self) -> None:
-        while (await self._receive())["type"] != "http.disconnect":
-            pass
-        if self._finished:
+    def _client_gone(self) -> None:
+        if self._finished or self.disconnected:
             return
         self.disconnected = True
         if self._cancel_target is not None:

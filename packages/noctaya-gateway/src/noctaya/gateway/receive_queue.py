@@ -5,6 +5,8 @@ kept for as long as the request lasts: a held cold stream keeps it for minutes) 
 for synchronous (WSGI) apps, which an ASGI app never calls. `ReceiveQueue` keeps asyncio.Queue's
 behaviour for what hypercorn and the app do with it (bounded puts that wait, FIFO gets, waiters
 woken in order and cancellable) in one deque, with waiter lists made only when someone waits.
+It also tells the app of a disconnect as it is reported, so that no task per request has to
+wait in `receive()` to notice one.
 """
 
 from __future__ import annotations
@@ -20,15 +22,27 @@ from hypercorn.config import Config
 from hypercorn.typing import AppWrapper, ASGIReceiveEvent, ASGISendEvent, Scope
 from noctaya.gateway.hypercorn_version import require_tested_hypercorn
 
+_DISCONNECT = "http.disconnect"
+
 
 class ReceiveQueue:
-    __slots__ = ("_getters", "_items", "_maxsize", "_putters")
+    """Called, it is the request's `receive()`."""
+
+    __slots__ = ("_getters", "_items", "_maxsize", "_on_disconnect", "_putters")
 
     def __init__(self, maxsize: int) -> None:
         self._items: deque[ASGIReceiveEvent] = deque()
         self._maxsize = maxsize
         self._getters: deque[asyncio.Future[None]] | None = None
         self._putters: deque[asyncio.Future[None]] | None = None
+        self._on_disconnect: Callable[[], None] | None = None
+
+    def on_disconnect(self, callback: Callable[[], None] | None) -> None:
+        """Call `callback` once the server reports the client gone (at once if it already has),
+        so that nobody needs to wait in `receive()` for it; None stops it."""
+        self._on_disconnect = callback
+        if callback is not None and any(item["type"] == _DISCONNECT for item in self._items):
+            callback()
 
     async def put(self, item: ASGIReceiveEvent) -> None:
         while 0 < self._maxsize <= len(self._items):
@@ -37,6 +51,8 @@ class ReceiveQueue:
             await _wait(self._putters, lambda: len(self._items) < self._maxsize)
         self._items.append(item)
         _wake_next(self._getters)
+        if item["type"] == _DISCONNECT and self._on_disconnect is not None:
+            self._on_disconnect()
 
     async def get(self) -> ASGIReceiveEvent:
         while not self._items:
@@ -46,6 +62,8 @@ class ReceiveQueue:
         item = self._items.popleft()
         _wake_next(self._putters)
         return item
+
+    __call__ = get
 
 
 async def _wait(waiters: deque[asyncio.Future[None]], ready: Callable[[], bool]) -> None:
@@ -83,7 +101,7 @@ async def _spawn_app(
     send: Callable[[ASGISendEvent | None], Awaitable[None]],
 ) -> Callable[[ASGIReceiveEvent], Awaitable[None]]:
     queue = ReceiveQueue(config.max_app_queue_size)
-    self.spawn(_handle, app, config, scope, queue.get, send, _no_sync_calls, _no_sync_calls)
+    self.spawn(_handle, app, config, scope, queue, send, _no_sync_calls, _no_sync_calls)
     return queue.put
 
 
