@@ -67,13 +67,14 @@ def rss_mib(pid: int) -> tuple[float, float]:
     return int(fields["VmRSS"]) / 1024, int(fields["VmHWM"]) / 1024
 
 
-def aggregator(token: str) -> tuple[subprocess.Popen[bytes], int, int]:
+def aggregator(token: str, **extra_env: str) -> tuple[subprocess.Popen[bytes], int, int]:
     """A `--mode=aggregator` process: (process, HTTP port, gRPC port)."""
     http_port, grpc_port = free_port(), free_port()
     env = {
         "NOCTAYA_DEMAND_AUTH_TOKEN_FILE": token,
         "NOCTAYA_AGGREGATOR_LISTEN_ADDR": f"127.0.0.1:{http_port}",
         "NOCTAYA_SCALER_LISTEN_ADDR": f"127.0.0.1:{grpc_port}",
+        **extra_env,
     }
     process = launch(["--mode=aggregator"], env, f"http://127.0.0.1:{http_port}/readyz")
     return process, http_port, grpc_port
