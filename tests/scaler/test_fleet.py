@@ -51,6 +51,11 @@ async def test_single_gateway_stream_turns_active_on_the_first_cold_request_and_
     assert await stream.next() is False
     cold = await held_request(gateway.port)
     assert await stream.next() is True, "the very next event after a cold request is `true`"
+    # Demand shows the moment the request is admitted, before the gateway has heard back from
+    # its readiness probe: the request is held cold (the lease running) only once it has.
+    app = gateway.app
+    assert app is not None
+    await eventually(lambda: app.demand.lease.active, what="the request held cold")
     loop = asyncio.get_running_loop()
     engine.make_ready()
     ready_at = loop.time()

@@ -7,10 +7,11 @@ import asyncio
 import grpc
 import pytest
 from gateway.support import eventually
+from noctaya.gateway.demand_feed import DemandFeed
 from noctaya.gateway.scaler._proto import externalscaler_pb2 as pb
-from noctaya.gateway.scaler.service import MAX_ACTIVE_STREAMS
+from noctaya.gateway.scaler.service import MAX_ACTIVE_STREAMS, ExternalScalerService
 
-from .conftest import Scaler
+from .conftest import Scaler, streams_gauge
 from .keda import ActiveStream, Keda, ref
 
 
@@ -182,3 +183,19 @@ async def test_thousands_of_metadata_entries_and_empty_names_are_served(
     assert request.ByteSize() < 64 * 1024
     scaler.feed.publish(2)
     assert (await keda.stub.IsActive(request, timeout=10)).result is True
+
+
+async def test_a_flip_reaches_the_stream_in_the_event_loops_next_turn() -> None:
+    """Under load one turn of the loop lasts milliseconds, so the push may cost only one: the
+    RPC's task itself waits for the change (driven here as grpc.aio drives it)."""
+    feed = DemandFeed(0)
+    service = ExternalScalerService(feed, streams_gauge()[0])
+    stream = service.StreamIsActive(ref(), context=None)
+    assert (await anext(stream)).result is False
+    flip = asyncio.ensure_future(anext(stream))
+    await asyncio.sleep(0)  # the RPC's task now waits for a change
+    feed.publish(1)
+    await asyncio.sleep(0)  # one turn
+    assert flip.done(), "the flip took more than one turn of the event loop"
+    assert flip.result().result is True
+    await stream.aclose()

@@ -53,7 +53,9 @@ class ActivationWatcher:
                 self._tracker.publish()
                 self._schedule_grace_end()
                 return
-            await asyncio.sleep(self._interval)
+            # Never past the deadline: the floor ends when the lease does, not up to a
+            # readiness interval later.
+            await asyncio.sleep(min(self._interval, self._lease.remaining()))
 
     def _schedule_grace_end(self) -> None:
         if self._grace_timer is not None:

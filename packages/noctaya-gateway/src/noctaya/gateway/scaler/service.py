@@ -12,12 +12,12 @@ unary calls (IsActive, GetMetrics) refused with RESOURCE_EXHAUSTED.
 
 from __future__ import annotations
 
-import asyncio
 import logging
-from collections.abc import AsyncIterator, Callable
+from collections.abc import AsyncGenerator, Callable
 from typing import Any, Protocol, TypeVar
 
 import grpc
+from noctaya.gateway.demand_feed import Subscription
 from noctaya.gateway.scaler._proto import externalscaler_pb2 as pb
 from noctaya.gateway.scaler._proto import externalscaler_pb2_grpc as pb_grpc
 from noctaya.gateway.scaler.metadata import (
@@ -41,7 +41,7 @@ class DemandSource(Protocol):
 
     def current(self) -> int: ...
 
-    def subscribe(self) -> AsyncIterator[int]: ...
+    def subscribe(self) -> Subscription: ...
 
 
 class ExternalScalerService(pb_grpc.ExternalScalerServicer):
@@ -51,14 +51,14 @@ class ExternalScalerService(pb_grpc.ExternalScalerServicer):
         self._source = source
         self._streams = streams_gauge
         self._max_streams = max_streams
-        self._open: dict[object, asyncio.Event] = {}  # each stream's end signal, oldest first
+        self._open: dict[Subscription, None] = {}  # each open stream's demands, oldest first
         self._closing = False
 
     def close(self) -> None:
         """End every open stream cleanly so KEDA reconnects elsewhere instead of waiting."""
         self._closing = True
-        for end in self._open.values():
-            end.set()
+        for demands in self._open:
+            demands.end()
 
     async def IsActive(self, request: _Ref, context: Any) -> pb.IsActiveResponse:
         await _validated(context, target_value, request)
@@ -66,20 +66,29 @@ class ExternalScalerService(pb_grpc.ExternalScalerServicer):
 
     async def StreamIsActive(
         self, request: _Ref, context: Any
-    ) -> AsyncIterator[pb.IsActiveResponse]:
+    ) -> AsyncGenerator[pb.IsActiveResponse, None]:
+        """The active flag now, then each time it flips, until the client leaves or the stream
+        is ended. The handler's own task waits on the subscription, so a flip is written in
+        the event loop's next turn."""
         await _validated(context, target_value, request)
         if len(self._open) >= self._max_streams:
-            self._open.pop(next(iter(self._open))).set()
-        key, end = object(), asyncio.Event()
+            oldest = next(iter(self._open))
+            del self._open[oldest]
+            oldest.end()
+        demands = self._source.subscribe()
         if self._closing:
-            end.set()
-        self._open[key] = end
+            demands.end()
+        self._open[demands] = None
         self._streams.inc()
         try:
-            async for active in self._active_states(end):
-                yield pb.IsActiveResponse(result=active)
+            last: bool | None = None
+            async for demand in demands:
+                active = demand > 0
+                if active != last:
+                    last = active
+                    yield pb.IsActiveResponse(result=active)
         finally:
-            self._open.pop(key, None)
+            self._open.pop(demands, None)
             self._streams.dec()
 
     async def GetMetricSpec(self, request: _Ref, context: Any) -> pb.GetMetricSpecResponse:
@@ -93,30 +102,6 @@ class ExternalScalerService(pb_grpc.ExternalScalerServicer):
         await _validated(context, check_metrics_request, request)
         value = pb.MetricValue(metricName=METRIC_NAME, metricValueFloat=self._source.current())
         return pb.GetMetricsResponse(metricValues=[value])
-
-    async def _active_states(self, end: asyncio.Event) -> AsyncIterator[bool]:
-        """The active flag now, then each time it flips, until the client leaves or `end`."""
-        demands = self._source.subscribe()
-        ending = asyncio.ensure_future(end.wait())
-        step = asyncio.ensure_future(anext(demands))
-        try:
-            last: bool | None = None
-            while True:
-                await asyncio.wait((step, ending), return_when=asyncio.FIRST_COMPLETED)
-                if not step.done():
-                    return
-                active = step.result() > 0
-                step = asyncio.ensure_future(anext(demands))
-                if active != last:
-                    last = active
-                    yield active
-        finally:
-            ending.cancel()
-            step.cancel()
-            await asyncio.wait((step,))  # let the subscription unwind before closing it
-            aclose = getattr(demands, "aclose", None)
-            if aclose is not None:
-                await aclose()
 
 
 async def _validated(
