@@ -10,6 +10,7 @@ import hypercorn.protocol.h2
 import pytest
 from hypercorn.asyncio.task_group import TaskGroup
 from hypercorn.asyncio.tcp_server import TCPServer
+from hypercorn.asyncio.worker_context import WorkerContext
 from noctaya.gateway import (
     connection_lifetime,
     head_timeout,
@@ -17,6 +18,7 @@ from noctaya.gateway import (
     hypercorn_version,
     receive_queue,
     response_writes,
+    slim_connections,
     tcp_close,
 )
 from noctaya.gateway.hypercorn_version import UntestedHypercorn
@@ -33,6 +35,7 @@ def _patched() -> tuple[object, ...]:
         TCPServer.__init__,
         TCPServer.protocol_send,
         TaskGroup.spawn_app,
+        WorkerContext.event_class,
     )
 
 
@@ -45,6 +48,7 @@ def _patched() -> tuple[object, ...]:
         connection_lifetime.install,
         response_writes.install,
         receive_queue.install,
+        slim_connections.install,
         head_timeout.install,
     ],
     ids=[
@@ -53,6 +57,7 @@ def _patched() -> tuple[object, ...]:
         "connection_lifetime",
         "response_writes",
         "receive_queue",
+        "slim_connections",
         "head_timeout",
     ],
 )
@@ -77,4 +82,5 @@ def test_patches_install_on_the_tested_line(monkeypatch: pytest.MonkeyPatch, fou
     assert vars(hypercorn.protocol)["H2Protocol"] is http2.GatewayH2Protocol
     assert vars(hypercorn.protocol)["H11Protocol"] is head_timeout.GatewayH11Protocol
     assert TaskGroup.spawn_app is receive_queue._spawn_app
+    assert WorkerContext.event_class is slim_connections.SlimEvent
     assert TCPServer.protocol_send is response_writes._send_unless_buffered

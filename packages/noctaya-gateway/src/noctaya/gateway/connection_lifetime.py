@@ -29,6 +29,7 @@ from hypercorn.asyncio.tcp_server import MAX_RECV, TCPServer
 from hypercorn.asyncio.worker_context import WorkerContext
 from hypercorn.events import Closed, RawData
 from noctaya.gateway.hypercorn_version import require_tested_hypercorn
+from noctaya.gateway.slim_connections import slim_writer
 
 _init = TCPServer.__init__
 
@@ -121,9 +122,10 @@ async def _close_on_drain(context: WorkerContext, idle: set[IdleTimer]) -> None:
         timer.expire_now()
 
 
-def _idle_timer_init(self: TCPServer, *args: Any, **kwargs: Any) -> None:
+def _init_connection(self: TCPServer, *args: Any, **kwargs: Any) -> None:
     _init(self, *args, **kwargs)
     self.idle_task = IdleTimer(self)  # type: ignore[assignment]  # the same interface
+    slim_writer(self.writer)
 
 
 async def _read_data(self: TCPServer) -> None:
@@ -153,5 +155,5 @@ async def _read_data(self: TCPServer) -> None:
 def install() -> None:
     """Idempotent; raises UntestedHypercorn, changing nothing, on an untested hypercorn."""
     require_tested_hypercorn()
-    TCPServer.__init__ = _idle_timer_init  # type: ignore[method-assign]
+    TCPServer.__init__ = _init_connection  # type: ignore[method-assign]
     TCPServer._read_data = _read_data  # type: ignore[method-assign]

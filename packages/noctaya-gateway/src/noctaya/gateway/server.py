@@ -24,6 +24,7 @@ from noctaya.gateway import (
     http2,
     receive_queue,
     response_writes,
+    slim_connections,
     tcp_close,
 )
 from noctaya.gateway.addresses import with_port
@@ -106,6 +107,7 @@ def install_server_patches() -> None:
     connection_lifetime.install()
     response_writes.install()
     receive_queue.install()
+    slim_connections.install()
     head_timeout.install()
 
 
