@@ -28,7 +28,7 @@ PROXY_STACK = (
     "noctaya.gateway.proxy",
 )
 SCALER_STACK = ("grpc", "google.protobuf")  # imported when the scaler starts, not before
-REPORTER_STACK = ("aiohttp", "noctaya.gateway.reporter")  # only with several gateways
+REPORTER_STACK = ("noctaya.gateway.reporter",)  # only with several gateways
 AGGREGATOR = ("noctaya.gateway.aggregator",)
 
 
