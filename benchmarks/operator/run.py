@@ -225,6 +225,7 @@ def _print_run(run: Run, args: argparse.Namespace) -> None:
         f"(the last was created at {run.all_created:.1f}s)"
     )
     print(f"reconcile errors: {run.reconcile_errors:.0f}")
+    print(f"operator peak RSS: {run.peak_rss_mib:.1f} MiB")
     verdict = "PASS" if run.idle.writes == 0 else "FAIL"
     print(f"write requests while idle through a resync: {run.idle.writes} (must be 0): {verdict}")
     if run.profile:
