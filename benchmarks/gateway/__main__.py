@@ -2,7 +2,7 @@
 
     .venv/bin/python -m benchmarks.gateway [--seconds 5] [--hold N,...] [--compare REV] [--rounds 3]
     .venv/bin/python -m benchmarks.gateway --only memory [--hold 1000,10000] [--compare REV]
-    .venv/bin/python -m benchmarks.gateway --profile [--seconds 10]
+    .venv/bin/python -m benchmarks.gateway --profile [--seconds 10] [--compare REV]
 
 Non-streaming: `wrk` posts a 60-byte chat completion at concurrency 1, 64 and 256, straight at
 the engine stub, at bare hypercorn answering by itself (the ceiling of the mandated server) and
@@ -17,7 +17,8 @@ holding cold keepalive streams (the backend never becomes ready, so they live on
 with `--compare REV`'s row next to this tree's for each.
 
 `--profile` measures nothing else: it runs the gateway under cProfile while wrk drives it at
-c=64 (profiling only the measured seconds) and prints the top-20 flat profile by own time.
+c=64 (profiling only the measured seconds) and prints the top-20 flat profile by own time
+(with `--compare`, that revision's first).
 """
 
 from __future__ import annotations
@@ -67,7 +68,10 @@ def main() -> int:
         print("this benchmark drives load with wrk: apt-get install wrk", file=sys.stderr)
         return 1
     if args.profile:
-        print(_profile(args.seconds))
+        if args.compare is not None:
+            with revision.pythonpath(args.compare) as path:
+                print(_profile(args.seconds, f"at {revision.describe(args.compare)}", path))
+        print(_profile(args.seconds, "this tree", os.environ.get("PYTHONPATH", "")))
         return 0
     streams.raise_open_files_limit()
     levels = [int(c) for c in args.concurrency.split(",")]
@@ -110,13 +114,14 @@ def main() -> int:
     return 0
 
 
-def _profile(seconds: float) -> str:
-    """The gateway's flat profile (by own time) while wrk drives it at c=64."""
+def _profile(seconds: float, name: str, pythonpath: str) -> str:
+    """The gateway's flat profile (by own time) while wrk drives it at c=64; `pythonpath` picks
+    the revision (empty: this tree)."""
     engine = procs.engine()
     with tempfile.TemporaryDirectory() as folder:
         stats_file = Path(folder) / "gateway.prof"
         command = [sys.executable, "-m", "benchmarks.gateway.profiled", str(stats_file)]
-        gateway = procs.gateway(engine.url, command=command)
+        gateway = procs.gateway(engine.url, command=command, PYTHONPATH=pythonpath)
         try:
             wrk.run(gateway.url + PATH, PROFILE_CONCURRENCY, 1)
             os.kill(gateway.popen.pid, signal.SIGUSR1)
@@ -132,9 +137,9 @@ def _profile(seconds: float) -> str:
             engine.stop()
         text = io.StringIO()
         stats = pstats.Stats(str(stats_file), stream=text)
-        stats.sort_stats(pstats.SortKey.TIME).print_stats(PROFILE_TOP)
+        stats.strip_dirs().sort_stats(pstats.SortKey.TIME).print_stats(PROFILE_TOP)
     header = (
-        f"Gateway profile under wrk at c={PROFILE_CONCURRENCY} for {seconds:g}s "
+        f"Gateway ({name}) profile under wrk at c={PROFILE_CONCURRENCY} for {seconds:g}s "
         f"(cProfile: {result.rps:,.0f} req/s, p50 {result.p50_ms:.2f} ms, "
         f"p99 {result.p99_ms:.2f} ms, errors {result.errors}; slower than unprofiled)"
     )
