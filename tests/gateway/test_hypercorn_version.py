@@ -12,17 +12,15 @@ from hypercorn.asyncio.task_group import TaskGroup
 from hypercorn.asyncio.tcp_server import TCPServer
 from hypercorn.asyncio.worker_context import WorkerContext
 from noctaya.gateway import (
-    connection_lifetime,
     head_timeout,
     http2,
     hypercorn_version,
     receive_queue,
     response_writes,
     slim_connections,
-    tcp_close,
 )
 from noctaya.gateway.hypercorn_version import UntestedHypercorn
-from noctaya.gateway.server import install_server_patches
+from noctaya.gateway.server import SERVER_PATCHES, install_server_patches
 
 
 def _patched() -> tuple[object, ...]:
@@ -41,25 +39,7 @@ def _patched() -> tuple[object, ...]:
 
 @pytest.mark.parametrize("found", ["0.19.0", "0.17.3", "1.0", "0.18rc1", "dev"])
 @pytest.mark.parametrize(
-    "install",
-    [
-        http2.install,
-        tcp_close.install,
-        connection_lifetime.install,
-        response_writes.install,
-        receive_queue.install,
-        slim_connections.install,
-        head_timeout.install,
-    ],
-    ids=[
-        "http2",
-        "tcp_close",
-        "connection_lifetime",
-        "response_writes",
-        "receive_queue",
-        "slim_connections",
-        "head_timeout",
-    ],
+    "install", SERVER_PATCHES, ids=lambda install: install.__module__.rpartition(".")[2]
 )
 def test_patches_refuse_an_untested_hypercorn_and_change_nothing(
     monkeypatch: pytest.MonkeyPatch, found: str, install: Callable[[], None]

@@ -142,11 +142,11 @@ async def _read_data(self: TCPServer) -> None:
                 data = await asyncio.wait_for(reader.read(MAX_RECV), timeout)
         except (OSError, TimeoutError):  # SSL and connection errors included
             break
-        if not data and not idle.running:
-            break  # a request is in progress: a disconnect (below), not a malformed request
+        if not data:  # the client's EOF
+            if idle.running:  # no request in progress: h11 may still answer a head cut short
+                await protocol.handle(RawData(data))
+            break  # else a disconnect (below), not a malformed request
         await protocol.handle(RawData(data))
-        if not data:
-            break
     await protocol.handle(Closed())
     if idle.running:  # idle and the client is done: close now
         idle.expire_now()

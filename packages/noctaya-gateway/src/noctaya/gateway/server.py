@@ -99,16 +99,23 @@ def listen_socket(listen_addr: str) -> socket.socket:
     return sock
 
 
+SERVER_PATCHES = (
+    http2.install,
+    tcp_close.install,
+    connection_lifetime.install,
+    response_writes.install,
+    receive_queue.install,
+    slim_connections.install,
+    head_timeout.install,
+)
+"""The gateway's changes to hypercorn (each module says what and why)."""
+
+
 def install_server_patches() -> None:
-    """The gateway's changes to hypercorn (each module says what and why). Idempotent; raises
-    UntestedHypercorn, changing nothing, on an untested hypercorn."""
-    http2.install()
-    tcp_close.install()
-    connection_lifetime.install()
-    response_writes.install()
-    receive_queue.install()
-    slim_connections.install()
-    head_timeout.install()
+    """Idempotent; raises UntestedHypercorn, changing nothing, on an untested hypercorn (each
+    patch checks before it changes anything)."""
+    for install in SERVER_PATCHES:
+        install()
 
 
 def hypercorn_config(config: GatewayConfig, sock: socket.socket) -> DateOncePerSecondConfig:
