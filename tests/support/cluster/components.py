@@ -70,7 +70,7 @@ def write_plan(folders: layout.Folders, programs: layout.Programs, archives: lis
     kubeconfig = str(folders.kubeconfig)
     socket = run / "containerd.sock"
     _write(run / "containerd.toml", _containerd_config(run, socket))
-    _write(run / "cni" / "10-box.conflist", json.dumps(_cni_config(), indent=2))
+    _write(run / "cni" / "10-box.conflist", json.dumps(_cni_config(run), indent=2))
     _write(run / "resolv.conf", "")
     _write(run / "kubelet.yaml", yaml.safe_dump(_kubelet_config(run, socket, pki)))
     _write(run / "kube-proxy.yaml", yaml.safe_dump(_proxy_config(kubeconfig)))
@@ -251,7 +251,10 @@ def _containerd_config(run: Path, socket: Path) -> str:
     )
 
 
-def _cni_config() -> dict[str, Any]:
+def _cni_config(run: Path) -> dict[str, Any]:
+    """Pod addresses are recorded under the run folder, which `down` removes: host-local's
+    default, a folder under /var/lib, outlived every box, and the addresses of pods a box took
+    down with it were never given back (after a few runs: no IP addresses available)."""
     return {
         "cniVersion": "0.4.0",
         "name": "box",
@@ -264,6 +267,7 @@ def _cni_config() -> dict[str, Any]:
                 "hairpinMode": True,
                 "ipam": {
                     "type": "host-local",
+                    "dataDir": str(run / "cni-ipam"),
                     "ranges": [[{"subnet": layout.POD_CIDR}]],
                     "routes": [{"dst": "0.0.0.0/0"}],
                 },
