@@ -20,14 +20,14 @@ from hypercorn.asyncio import serve
 from hypercorn.config import Config
 from noctaya.gateway import process
 from noctaya.gateway.date_header import DateOncePerSecondConfig
-from noctaya.gateway.server import install_server_patches
+from noctaya.gateway.server_patches import install_server_patches
 
 Scope = dict[str, Any]
 Receive = Callable[[], Awaitable[dict[str, Any]]]
 Send = Callable[[dict[str, Any]], Awaitable[None]]
 POOL = 512
 GATEWAY_SERVER = "BENCH_GATEWAY_SERVER"
-"""Set: hypercorn runs with the gateway's changes to it (`server.install_server_patches`)."""
+"""Set: hypercorn runs with the gateway's changes to it (`install_server_patches`)."""
 
 
 async def _body(receive: Receive) -> bytes:

@@ -12,9 +12,9 @@ from collections.abc import Callable
 import aiohttp
 import grpc
 import pytest
+from noctaya.gateway.listen_socket import listen_socket
 from noctaya.gateway.scaler._proto import externalscaler_pb2 as pb
 from noctaya.gateway.scaler._proto import externalscaler_pb2_grpc as pb_grpc
-from noctaya.gateway.server import listen_socket
 
 from .support import (
     BIN,

@@ -20,7 +20,7 @@ from noctaya.gateway import (
     slim_connections,
 )
 from noctaya.gateway.hypercorn_version import UntestedHypercorn
-from noctaya.gateway.server import SERVER_PATCHES, install_server_patches
+from noctaya.gateway.server_patches import SERVER_PATCHES, install_server_patches
 
 
 def _patched() -> tuple[object, ...]:

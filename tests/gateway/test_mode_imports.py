@@ -20,14 +20,13 @@ LIST_MODULES = (
     "print(json.dumps(sorted(sys.modules)))\n"
 )
 API_MODELS = ("pydantic", "pydantic_core", "noctaya.core.api")
-PROXY_STACK = (
-    "hypercorn",
-    "h2",
-    "noctaya.gateway.server",
-    "noctaya.gateway.app",
-    "noctaya.gateway.proxy",
-)
-SCALER_STACK = ("grpc", "google.protobuf")  # imported when the scaler starts, not before
+HTTP_SERVER = ("hypercorn", "h2")  # the gateway's and the scaler's
+PROXY_STACK = ("noctaya.gateway.server", "noctaya.gateway.app", "noctaya.gateway.proxy")
+SCALER_STACK = ("noctaya.gateway.scaler",)  # imported when the scaler starts, not before
+GRPC_RUNTIME = (
+    "grpc",
+    "google.protobuf",
+)  # the scaler speaks gRPC without them; local mode's client
 REPORTER_STACK = ("noctaya.gateway.reporter",)  # only with several gateways
 AGGREGATOR = ("noctaya.gateway.aggregator",)
 
@@ -56,15 +55,22 @@ def present(modules: set[str], packages: tuple[str, ...]) -> list[str]:
     [
         (
             "noctaya.gateway.cli",
-            API_MODELS + PROXY_STACK + SCALER_STACK + REPORTER_STACK + AGGREGATOR,
+            API_MODELS
+            + HTTP_SERVER
+            + PROXY_STACK
+            + SCALER_STACK
+            + GRPC_RUNTIME
+            + REPORTER_STACK
+            + AGGREGATOR,
         ),
         (
             MODE_ENTRIES["gateway"],
-            API_MODELS + SCALER_STACK + REPORTER_STACK + AGGREGATOR,
+            API_MODELS + SCALER_STACK + GRPC_RUNTIME + REPORTER_STACK + AGGREGATOR,
         ),
-        (MODE_ENTRIES["aggregator"], API_MODELS + PROXY_STACK + REPORTER_STACK),
+        ("noctaya.gateway.scaler.server", API_MODELS + PROXY_STACK + GRPC_RUNTIME + AGGREGATOR),
+        (MODE_ENTRIES["aggregator"], API_MODELS + PROXY_STACK + GRPC_RUNTIME + REPORTER_STACK),
     ],
-    ids=["cli", "gateway", "aggregator"],
+    ids=["cli", "gateway", "gateway-scaler", "aggregator"],
 )
 def test_a_mode_imports_only_what_it_needs(module: str, absent: tuple[str, ...]) -> None:
     assert present(imported_by(module), absent) == []
@@ -74,7 +80,10 @@ def test_a_mode_imports_only_what_it_needs(module: str, absent: tuple[str, ...])
     ("module", "needed"),
     [
         (MODE_ENTRIES["gateway"], ("hypercorn", "noctaya.gateway.proxy", "prometheus_client")),
-        (MODE_ENTRIES["aggregator"], ("grpc", "h11", "noctaya.gateway.aggregator.server")),
+        (
+            MODE_ENTRIES["aggregator"],
+            ("noctaya.gateway.scaler.grpc_app", "h11", "noctaya.gateway.aggregator.server"),
+        ),
     ],
     ids=["gateway", "aggregator"],
 )

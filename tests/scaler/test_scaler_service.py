@@ -9,6 +9,7 @@ import pytest
 from gateway.support import eventually
 from noctaya.gateway.demand_feed import DemandFeed
 from noctaya.gateway.scaler._proto import externalscaler_pb2 as pb
+from noctaya.gateway.scaler.messages import ScaledObjectRef
 from noctaya.gateway.scaler.service import MAX_ACTIVE_STREAMS, ExternalScalerService
 
 from .conftest import Scaler, streams_gauge
@@ -187,15 +188,16 @@ async def test_thousands_of_metadata_entries_and_empty_names_are_served(
 
 async def test_a_flip_reaches_the_stream_in_the_event_loops_next_turn() -> None:
     """Under load one turn of the loop lasts milliseconds, so the push may cost only one: the
-    RPC's task itself waits for the change (driven here as grpc.aio drives it)."""
+    call's task itself waits for the change (driven here as the scaler's app drives it)."""
     feed = DemandFeed(0)
     service = ExternalScalerService(feed, streams_gauge()[0])
-    stream = service.StreamIsActive(ref(), context=None)
-    assert (await anext(stream)).result is False
-    flip = asyncio.ensure_future(anext(stream))
-    await asyncio.sleep(0)  # the RPC's task now waits for a change
+    stream = service.open_stream(ScaledObjectRef(scaler_metadata={"targetValue": "1"}))
+    messages = aiter(stream)
+    assert pb.IsActiveResponse.FromString(await anext(messages)).result is False
+    flip = asyncio.ensure_future(anext(messages))
+    await asyncio.sleep(0)  # the call's task now waits for a change
     feed.publish(1)
     await asyncio.sleep(0)  # one turn
     assert flip.done(), "the flip took more than one turn of the event loop"
-    assert flip.result().result is True
-    await stream.aclose()
+    assert pb.IsActiveResponse.FromString(flip.result()).result is True
+    stream.close()

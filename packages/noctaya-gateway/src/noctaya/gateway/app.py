@@ -20,6 +20,7 @@ from noctaya.gateway.coldstart import ColdStart
 from noctaya.gateway.config import GatewayConfig
 from noctaya.gateway.demand import DemandTracker
 from noctaya.gateway.demand_feed import DemandFeed
+from noctaya.gateway.lifespan import serve_lifespan
 from noctaya.gateway.metrics import CONTENT_TYPE, GatewayMetrics
 from noctaya.gateway.proxy import Upstream, UpstreamUnavailable
 from noctaya.gateway.readiness import ReadinessProbe
@@ -85,7 +86,7 @@ class GatewayApp:
     async def __call__(self, scope: dict[str, Any], receive: Receive, send: Send) -> None:
         kind = scope["type"]
         if kind == "lifespan":
-            await _lifespan(receive, send)
+            await serve_lifespan(receive, send)
             return
         if kind == "websocket":
             # The gateway proxies HTTP only; a handshake gets an answer, not hypercorn's 500.
@@ -230,13 +231,3 @@ def _declared_length(scope: dict[str, Any]) -> int:
             except ValueError:
                 return 0
     return 0
-
-
-async def _lifespan(receive: Receive, send: Send) -> None:
-    while True:
-        message = await receive()
-        if message["type"] == "lifespan.startup":
-            await send({"type": "lifespan.startup.complete"})
-        elif message["type"] == "lifespan.shutdown":
-            await send({"type": "lifespan.shutdown.complete"})
-            return

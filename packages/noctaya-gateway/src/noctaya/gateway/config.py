@@ -16,7 +16,7 @@ from noctaya.core.plan import gateway_env as names
 from noctaya.core.values import Duration, Quantity
 from noctaya.core.values.go_text import go_positive_int
 from noctaya.core.values.listen_address import parse_listen_address
-from noctaya.gateway.scaler.describe import describe_error
+from noctaya.gateway.describe import describe_error
 from noctaya.gateway.upstream.pool import HEAD_TIMEOUT, READ_TIMEOUT
 
 DEFAULT_LISTEN_ADDR = ":8080"

@@ -24,7 +24,7 @@ from urllib.parse import urlsplit
 from noctaya.core.plan import gateway_env as names
 from noctaya.gateway.aggregator.protocol import DemandReport, bearer, read_demand_token
 from noctaya.gateway.config import is_absolute_http_url
-from noctaya.gateway.scaler.describe import describe_error
+from noctaya.gateway.describe import describe_error
 from noctaya.gateway.scaler.service import DemandSource
 from noctaya.gateway.upstream import (
     ProtocolError,

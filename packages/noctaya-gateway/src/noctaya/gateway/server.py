@@ -10,31 +10,22 @@ from __future__ import annotations
 
 import asyncio
 import logging
-import os
 import socket
 from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any
 
 from hypercorn.asyncio import serve
 from noctaya.core.plan import gateway_env as names
-from noctaya.core.values.listen_address import parse_listen_address
-from noctaya.gateway import (
-    connection_lifetime,
-    head_timeout,
-    http2,
-    receive_queue,
-    response_writes,
-    slim_connections,
-    tcp_close,
-)
 from noctaya.gateway.addresses import with_port
 from noctaya.gateway.app import GatewayApp
 from noctaya.gateway.config import GatewayConfig
 from noctaya.gateway.date_header import DateOncePerSecondConfig
 from noctaya.gateway.demand_feed import DemandFeed
+from noctaya.gateway.listen_socket import listen_socket
 from noctaya.gateway.metrics import GatewayMetrics
 from noctaya.gateway.process import quiet_cancelled_callbacks
 from noctaya.gateway.proxy import UpstreamAborted
+from noctaya.gateway.server_patches import install_server_patches
 from noctaya.gateway.upstream import UpstreamPool
 from noctaya.gateway.version import gateway_version
 
@@ -70,52 +61,6 @@ def _server_logger() -> logging.Logger:
     if not any(isinstance(f, _ServerLogFilter) for f in logger.filters):
         logger.addFilter(_ServerLogFilter())
     return logger
-
-
-def listen_socket(listen_addr: str) -> socket.socket:
-    """Bound and listening, so the port is known (port 0) and clients queue from this moment.
-
-    Failures read as Go's net.Listen errors: `listen tcp :8080: bind: address already in use`.
-    """
-    host, port = parse_listen_address(listen_addr)
-    dualstack = host == "" and socket.has_dualstack_ipv6()
-    family = socket.AF_INET6 if dualstack else socket.AF_INET
-    address: tuple[str, int] = ("", port) if dualstack else ("0.0.0.0", port)
-    if host:
-        try:
-            family, *_, sockaddr = socket.getaddrinfo(host, port, type=socket.SOCK_STREAM)[0]
-        except socket.gaierror as error:
-            reason = "no such host" if error.errno == socket.EAI_NONAME else str(error.strerror)
-            raise OSError(f"listen tcp: lookup {host}: {reason.lower()}") from None
-        address = (str(sockaddr[0]), port)
-    try:
-        sock = socket.create_server(address, family=family, dualstack_ipv6=dualstack, backlog=4096)
-    except OSError as error:
-        # create_server's own message adds "(while attempting to bind ...)"; Go's has the bare
-        # C library text, lower-case.
-        reason = os.strerror(error.errno).lower() if error.errno else str(error)
-        raise OSError(f"listen tcp {listen_addr}: bind: {reason}") from None
-    sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
-    return sock
-
-
-SERVER_PATCHES = (
-    http2.install,
-    tcp_close.install,
-    connection_lifetime.install,
-    response_writes.install,
-    receive_queue.install,
-    slim_connections.install,
-    head_timeout.install,
-)
-"""The gateway's changes to hypercorn (each module says what and why)."""
-
-
-def install_server_patches() -> None:
-    """Idempotent; raises UntestedHypercorn, changing nothing, on an untested hypercorn (each
-    patch checks before it changes anything)."""
-    for install in SERVER_PATCHES:
-        install()
 
 
 def hypercorn_config(config: GatewayConfig, sock: socket.socket) -> DateOncePerSecondConfig:

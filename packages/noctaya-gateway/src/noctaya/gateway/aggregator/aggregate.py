@@ -9,12 +9,12 @@ from __future__ import annotations
 
 import asyncio
 import time
-from collections.abc import AsyncIterator, Callable
+from collections.abc import Callable
 
 from noctaya.gateway.aggregator.members import MemberTable, ReportResult
 from noctaya.gateway.aggregator.metrics import AggregatorMetrics
 from noctaya.gateway.aggregator.protocol import DemandReport
-from noctaya.gateway.demand_feed import DemandFeed
+from noctaya.gateway.demand_feed import DemandFeed, Subscription
 
 MEMBER_TTL_SECONDS = 10.0
 SWEEP_PERIOD_SECONDS = 1.0
@@ -39,7 +39,7 @@ class Aggregate:
         self.expire()
         return self._feed.current()
 
-    def subscribe(self) -> AsyncIterator[int]:
+    def subscribe(self) -> Subscription:
         self.expire()
         return self._feed.subscribe()
 

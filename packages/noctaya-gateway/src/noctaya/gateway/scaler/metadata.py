@@ -11,7 +11,7 @@ import math
 import re
 
 from noctaya.core.values.go_text import go_quote
-from noctaya.gateway.scaler._proto import externalscaler_pb2 as pb
+from noctaya.gateway.scaler.messages import GetMetricsRequest, ScaledObjectRef
 
 METRIC_NAME = "pending"
 # One way to match each mantissa: with `\.?` between two digit runs, a long run of digits without
@@ -28,11 +28,11 @@ class ScalerRequestError(ValueError):
     """A request KEDA should not have sent; answered with gRPC INVALID_ARGUMENT and this message."""
 
 
-def target_value(ref: pb.ScaledObjectRef | None) -> float:
+def target_value(ref: ScaledObjectRef | None) -> float:
     """The validated `targetValue` of the trigger metadata."""
     if ref is None:
         raise ScalerRequestError("scaledObjectRef is required")
-    metadata = ref.scalerMetadata
+    metadata = ref.scaler_metadata
     metric = metadata.get("metricName", "") or METRIC_NAME
     if metric != METRIC_NAME:
         raise ScalerRequestError(f"unsupported metricName {_echo(metric)}")
@@ -45,13 +45,12 @@ def target_value(ref: pb.ScaledObjectRef | None) -> float:
     return value
 
 
-def check_metrics_request(request: pb.GetMetricsRequest) -> float:
+def check_metrics_request(request: GetMetricsRequest) -> float:
     """Validate a GetMetrics request; return the target value of its ScaledObject."""
-    ref = request.scaledObjectRef if request.HasField("scaledObjectRef") else None
-    target = target_value(ref)
-    if request.metricName != METRIC_NAME:
+    target = target_value(request.scaled_object_ref)
+    if request.metric_name != METRIC_NAME:
         raise ScalerRequestError(
-            f"metricName {_echo(request.metricName)} does not match configured metric "
+            f"metricName {_echo(request.metric_name)} does not match configured metric "
             f"{go_quote(METRIC_NAME)}"
         )
     return target

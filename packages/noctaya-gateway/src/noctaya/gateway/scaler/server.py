@@ -1,74 +1,79 @@
-"""Serving the ExternalScaler: listen address, transport limits, TLS, and a stop that ends streams.
+"""Serving the ExternalScaler: gRPC on hypercorn's HTTP/2, on its own listener and TLS.
+
+The scaler shares the gateway's server (hardened HTTP/2, one event loop) instead of running
+grpcio's C core beside it, which cost every gateway about 15 MiB of resident memory for four
+small RPCs. What grpcio's server options gave is kept: a dead client is found by TCP keepalive
+(probes after 60 s idle, given up after two unanswered 10 s apart, so a vanished KEDA pod releases
+its stream and the gauge in ~80 s), streams per connection are capped, and a second process on a
+busy port fails to start.
 
 A KEDA stream never ends on its own, so a plain graceful stop would always wait out its whole
 grace period. `ScalerServer.stop` first ends the streams cleanly (KEDA reconnects to a live
-replica at once), then stops gRPC, so shutdown takes as long as the unary calls in flight.
+replica at once), then stops the server, so shutdown takes as long as the unary calls in flight.
 """
 
 from __future__ import annotations
 
-from collections.abc import Sequence
-from typing import Any
+import asyncio
+import logging
+import socket
+import ssl
 
-import grpc
-from noctaya.core.values.listen_address import parse_listen_address
-from noctaya.gateway.addresses import format_bind
-from noctaya.gateway.scaler._proto import externalscaler_pb2_grpc as pb_grpc
-from noctaya.gateway.scaler.request_decoding import LenientDecoding
+from hypercorn.asyncio import serve
+from hypercorn.config import Config
+from noctaya.gateway.listen_socket import listen_socket
+from noctaya.gateway.scaler.grpc_app import ScalerApp
 from noctaya.gateway.scaler.service import DemandSource, ExternalScalerService
 from noctaya.gateway.scaler.tls import ScalerTLS
+from noctaya.gateway.server_patches import install_server_patches
 from prometheus_client import Gauge
 
-# KEDA's requests are a few hundred bytes and it holds a stream or two per ScaledObject, so these
-# bounds only ever bite a misbehaving client; they cap what a flood of RPCs can make us hold.
-# Open streams count as RPCs too; the service keeps them to MAX_ACTIVE_STREAMS, well below the
-# RPC limit, so unary calls always find room.
-MAX_MESSAGE_BYTES = 64 * 1024
-MAX_CONCURRENT_RPCS = 1024
 MAX_STREAMS_PER_CONNECTION = 128
-SERVER_OPTIONS: Sequence[tuple[str, int]] = (
-    ("grpc.max_receive_message_length", MAX_MESSAGE_BYTES),
-    ("grpc.max_concurrent_streams", MAX_STREAMS_PER_CONNECTION),
-    # Ping idle connections so a vanished KEDA pod releases its stream (and the gauge) in ~80 s.
-    ("grpc.keepalive_time_ms", 60_000),
-    ("grpc.keepalive_timeout_ms", 20_000),
-    # A second process on a busy port must fail to start, not silently share the traffic.
-    ("grpc.so_reuseport", 0),
-)
+IDLE_CONNECTION_SECONDS = 600.0
+"""KEDA keeps its channel between polls; an idle connection is closed only after this long."""
+KEEPALIVE_IDLE_SECONDS = 60
+KEEPALIVE_INTERVAL_SECONDS = 10
+KEEPALIVE_PROBES = 2
+
+_LOG = logging.getLogger("noctaya.gateway.scaler.http")
+_LOG.setLevel(logging.WARNING)  # hypercorn's only info line is its "Running on" banner
 
 
-class ScalerServer(grpc.aio.Server):  # type: ignore[misc]
+class _ScalerConfig(Config):
+    def __init__(self, tls: ScalerTLS | None) -> None:
+        super().__init__()
+        self._tls = tls
+
+    @property
+    def ssl_enabled(self) -> bool:
+        return self._tls is not None
+
+    def create_ssl_context(self) -> ssl.SSLContext | None:
+        return self._tls.context if self._tls is not None else None
+
+
+class ScalerServer:
     """A started ExternalScaler server; `port` is the bound port (useful with port 0)."""
 
-    def __init__(self, server: Any, service: ExternalScalerService, port: int) -> None:
-        self._server = server
+    def __init__(
+        self,
+        service: ExternalScalerService,
+        config: Config,
+        stopping: asyncio.Event,
+        serving: asyncio.Task[None],
+        port: int,
+    ) -> None:
         self._service = service
+        self._config = config
+        self._stopping = stopping
+        self._serving = serving
         self.port = port
 
-    async def stop(self, grace: float | None) -> None:
+    async def stop(self, grace: float) -> None:
         self._service.close()
-        await self._server.stop(grace)
-
-    async def start(self) -> None:
-        await self._server.start()
-
-    async def wait_for_termination(self, timeout: float | None = None) -> bool:  # noqa: ASYNC109
-        result: bool = await self._server.wait_for_termination(timeout)
-        return result
-
-    def add_generic_rpc_handlers(self, generic_rpc_handlers: Any) -> None:
-        self._server.add_generic_rpc_handlers(generic_rpc_handlers)
-
-    def add_registered_method_handlers(self, service_name: str, method_handlers: Any) -> None:
-        self._server.add_registered_method_handlers(service_name, method_handlers)
-
-    def add_insecure_port(self, address: str) -> int:
-        port: int = self._server.add_insecure_port(address)
-        return port
-
-    def add_secure_port(self, address: str, server_credentials: Any) -> int:
-        port: int = self._server.add_secure_port(address, server_credentials)
-        return port
+        self._config.graceful_timeout = grace
+        self._stopping.set()
+        await self._serving
 
 
 async def start_scaler(
@@ -78,23 +83,24 @@ async def start_scaler(
 
     Raises ValueError for a malformed address and OSError when the port cannot be bound.
     """
-    host, port = parse_listen_address(listen_addr)
+    install_server_patches()
+    sock = listen_socket(listen_addr)
+    sock.setsockopt(socket.SOL_SOCKET, socket.SO_KEEPALIVE, 1)  # accepted sockets inherit these
+    sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_KEEPIDLE, KEEPALIVE_IDLE_SECONDS)
+    sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_KEEPINTVL, KEEPALIVE_INTERVAL_SECONDS)
+    sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_KEEPCNT, KEEPALIVE_PROBES)
     service = ExternalScalerService(feed, streams_gauge)
-    server = grpc.aio.server(
-        interceptors=(LenientDecoding(),),
-        options=SERVER_OPTIONS,
-        maximum_concurrent_rpcs=MAX_CONCURRENT_RPCS,
+    config = _ScalerConfig(tls)
+    config.h2_max_concurrent_streams = MAX_STREAMS_PER_CONNECTION
+    config.keep_alive_timeout = IDLE_CONNECTION_SECONDS
+    config.include_server_header = False
+    config.accesslog = None
+    config.errorlog = _LOG
+    config.bind = [f"fd://{sock.fileno()}"]
+    port: int = sock.getsockname()[1]
+    sock.detach()  # hypercorn owns the descriptor from here
+    stopping = asyncio.Event()
+    serving = asyncio.get_running_loop().create_task(
+        serve(ScalerApp(service), config, shutdown_trigger=stopping.wait)  # type: ignore[arg-type]
     )
-    pb_grpc.add_ExternalScalerServicer_to_server(service, server)  # type: ignore[no-untyped-call]
-    bind = format_bind(host, port)
-    try:
-        if tls is None:
-            bound = server.add_insecure_port(bind)
-        else:
-            bound = server.add_secure_port(bind, tls.server_credentials())
-    except RuntimeError as exc:
-        raise OSError(f"external scaler: listen on {listen_addr}: {exc}") from None
-    if not bound:
-        raise OSError(f"external scaler: listen on {listen_addr}: address unavailable")
-    await server.start()
-    return ScalerServer(server, service, bound)
+    return ScalerServer(service, config, stopping, serving, port)

@@ -4,36 +4,31 @@ The push stream is what makes scale-from-zero fast: KEDA polls only every `polli
 the 0→1 edge must arrive on `StreamIsActive` the moment demand appears. Streams therefore send
 the current state at once and then every change of the active flag, never repeats.
 
-A stream never ends on its own, yet gRPC counts it against the server's concurrent-RPC limit. So
-at most `MAX_ACTIVE_STREAMS` (well below that limit) stay open: a new one ends the oldest, whose
-client reconnects and gets the current state at once. A flood of streams thus never leaves KEDA's
-unary calls (IsActive, GetMetrics) refused with RESOURCE_EXHAUSTED.
+A stream never ends on its own, yet each one holds a call slot of the server. So at most
+`MAX_ACTIVE_STREAMS` (well below the server's limit on calls) stay open: a new one ends the
+oldest, whose client reconnects and gets the current state at once. A flood of streams thus never
+leaves KEDA's unary calls (IsActive, GetMetrics) refused with RESOURCE_EXHAUSTED.
+
+Answers are encoded messages; a request KEDA should not have sent raises ScalerRequestError.
 """
 
 from __future__ import annotations
 
-import logging
-from collections.abc import AsyncGenerator, Callable
-from typing import Any, Protocol, TypeVar
+from collections.abc import AsyncIterator
+from typing import Protocol
 
-import grpc
 from noctaya.gateway.demand_feed import Subscription
-from noctaya.gateway.scaler._proto import externalscaler_pb2 as pb
-from noctaya.gateway.scaler._proto import externalscaler_pb2_grpc as pb_grpc
-from noctaya.gateway.scaler.metadata import (
-    METRIC_NAME,
-    ScalerRequestError,
-    check_metrics_request,
-    target_value,
+from noctaya.gateway.scaler.messages import (
+    GetMetricsRequest,
+    ScaledObjectRef,
+    get_metric_spec_response,
+    get_metrics_response,
+    is_active_response,
 )
-from noctaya.gateway.scaler.request_decoding import MalformedRequest
+from noctaya.gateway.scaler.metadata import METRIC_NAME, check_metrics_request, target_value
 from prometheus_client import Gauge
 
-_Request = TypeVar("_Request")
-_Ref = pb.ScaledObjectRef | MalformedRequest
 MAX_ACTIVE_STREAMS = 256
-
-_log = logging.getLogger(__name__)
 
 
 class DemandSource(Protocol):
@@ -44,7 +39,35 @@ class DemandSource(Protocol):
     def subscribe(self) -> Subscription: ...
 
 
-class ExternalScalerService(pb_grpc.ExternalScalerServicer):
+class ActiveStream:
+    """One StreamIsActive call: iterate for its messages; `end()` ends it cleanly (the client
+    left, or the server is stopping), `close()` releases it once the call is over."""
+
+    __slots__ = ("_demands", "_service")
+
+    def __init__(self, service: ExternalScalerService, demands: Subscription) -> None:
+        self._service = service
+        self._demands = demands
+
+    async def __aiter__(self) -> AsyncIterator[bytes]:
+        """The active flag now, then each time it flips. The call's own task waits on the
+        subscription, so a flip is written in the event loop's next turn."""
+        last: bool | None = None
+        async for demand in self._demands:
+            active = demand > 0
+            if active != last:
+                last = active
+                yield is_active_response(active)
+
+    def end(self) -> None:
+        self._demands.end()
+
+    def close(self) -> None:
+        self._demands.end()
+        self._service._release(self._demands)
+
+
+class ExternalScalerService:
     def __init__(
         self, source: DemandSource, streams_gauge: Gauge, max_streams: int = MAX_ACTIVE_STREAMS
     ) -> None:
@@ -60,17 +83,13 @@ class ExternalScalerService(pb_grpc.ExternalScalerServicer):
         for demands in self._open:
             demands.end()
 
-    async def IsActive(self, request: _Ref, context: Any) -> pb.IsActiveResponse:
-        await _validated(context, target_value, request)
-        return pb.IsActiveResponse(result=self._source.current() > 0)
+    def is_active(self, ref: ScaledObjectRef) -> bytes:
+        target_value(ref)
+        return is_active_response(self._source.current() > 0)
 
-    async def StreamIsActive(
-        self, request: _Ref, context: Any
-    ) -> AsyncGenerator[pb.IsActiveResponse, None]:
-        """The active flag now, then each time it flips, until the client leaves or the stream
-        is ended. The handler's own task waits on the subscription, so a flip is written in
-        the event loop's next turn."""
-        await _validated(context, target_value, request)
+    def open_stream(self, ref: ScaledObjectRef) -> ActiveStream:
+        """Counted in the streams gauge from here until `close()`."""
+        target_value(ref)
         if len(self._open) >= self._max_streams:
             oldest = next(iter(self._open))
             del self._open[oldest]
@@ -80,41 +99,15 @@ class ExternalScalerService(pb_grpc.ExternalScalerServicer):
             demands.end()
         self._open[demands] = None
         self._streams.inc()
-        try:
-            last: bool | None = None
-            async for demand in demands:
-                active = demand > 0
-                if active != last:
-                    last = active
-                    yield pb.IsActiveResponse(result=active)
-        finally:
-            self._open.pop(demands, None)
-            self._streams.dec()
+        return ActiveStream(self, demands)
 
-    async def GetMetricSpec(self, request: _Ref, context: Any) -> pb.GetMetricSpecResponse:
-        target = await _validated(context, target_value, request)
-        spec = pb.MetricSpec(metricName=METRIC_NAME, targetSizeFloat=target)
-        return pb.GetMetricSpecResponse(metricSpecs=[spec])
+    def _release(self, demands: Subscription) -> None:
+        self._open.pop(demands, None)
+        self._streams.dec()
 
-    async def GetMetrics(
-        self, request: pb.GetMetricsRequest | MalformedRequest, context: Any
-    ) -> pb.GetMetricsResponse:
-        await _validated(context, check_metrics_request, request)
-        value = pb.MetricValue(metricName=METRIC_NAME, metricValueFloat=self._source.current())
-        return pb.GetMetricsResponse(metricValues=[value])
+    def get_metric_spec(self, ref: ScaledObjectRef) -> bytes:
+        return get_metric_spec_response(METRIC_NAME, target_value(ref))
 
-
-async def _validated(
-    context: Any, check: Callable[[_Request], float], request: _Request | MalformedRequest
-) -> float:
-    """Run `check`; a bad request ends the RPC with INVALID_ARGUMENT and the check's message."""
-    try:
-        if isinstance(request, MalformedRequest):
-            _log.warning(
-                "refused a malformed scaler request from %s: %s", context.peer(), request.reason
-            )
-            raise ScalerRequestError(f"malformed request: {request.reason}")
-        return check(request)
-    except ScalerRequestError as exc:
-        await context.abort(grpc.StatusCode.INVALID_ARGUMENT, str(exc))
-        raise  # abort() always raises; this keeps the type checker honest
+    def get_metrics(self, request: GetMetricsRequest) -> bytes:
+        check_metrics_request(request)
+        return get_metrics_response(METRIC_NAME, self._source.current())

@@ -1,7 +1,8 @@
 """Optional mTLS for the ExternalScaler: only KEDA, holding a CA-signed client certificate, may ask.
 
 Credentials are read once at startup, so a broken Secret stops the process with a clear message
-instead of failing every handshake later. gRPC's TLS stack negotiates TLS 1.2 or newer only.
+instead of failing every handshake later. As gRPC requires: TLS 1.2 or newer, ALPN `h2`, and no
+TLS compression.
 """
 
 from __future__ import annotations
@@ -12,9 +13,8 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
 
-import grpc
 from noctaya.core.plan import gateway_env as names
-from noctaya.gateway.scaler.describe import describe_error
+from noctaya.gateway.describe import describe_error
 
 _FILE_NAMES = (
     names.SCALER_TLS_CERT_FILE,
@@ -29,19 +29,10 @@ _PEM_CERTIFICATE = re.compile(
 
 @dataclass(frozen=True)
 class ScalerTLS:
-    """PEM material of the server identity and of the CA that signs KEDA's client certificate."""
+    """The server's TLS context: its identity, and a client certificate signed by KEDA's CA
+    required of every client; plaintext is refused."""
 
-    certificate_chain: bytes
-    private_key: bytes
-    client_ca: bytes
-
-    def server_credentials(self) -> grpc.ServerCredentials:
-        """Credentials that require and verify a client certificate; plaintext is refused."""
-        return grpc.ssl_server_credentials(
-            [(self.private_key, self.certificate_chain)],
-            root_certificates=self.client_ca,
-            require_client_auth=True,
-        )
+    context: ssl.SSLContext
 
 
 def load_scaler_tls(environ: Mapping[str, str]) -> ScalerTLS | None:
@@ -53,7 +44,7 @@ def load_scaler_tls(environ: Mapping[str, str]) -> ScalerTLS | None:
         cert_name, key_name, ca_name = _FILE_NAMES
         raise ValueError(f"{cert_name}, {key_name}, and {ca_name} must be set together")
     try:
-        chain, key = _load_key_pair(cert_path, key_path)
+        context = _server_context(cert_path, key_path)
     except (OSError, ssl.SSLError, ValueError) as exc:
         reason = describe_error(exc)
         raise ValueError(f"load external scaler server certificate: {reason}") from None
@@ -64,18 +55,22 @@ def load_scaler_tls(environ: Mapping[str, str]) -> ScalerTLS | None:
     client_ca = _parse_certificates(ca_pem)
     if not client_ca:
         raise ValueError("parse external scaler client CA")
-    return ScalerTLS(certificate_chain=chain, private_key=key, client_ca=client_ca)
+    context.load_verify_locations(cadata=client_ca)
+    return ScalerTLS(context)
 
 
-def _load_key_pair(cert_path: str, key_path: str) -> tuple[bytes, bytes]:
-    """Read both files and prove they parse and belong together, as the TLS handshake needs."""
-    chain = Path(cert_path).read_bytes()
-    key = Path(key_path).read_bytes()
-    if not _PEM_CERTIFICATE.search(chain):
+def _server_context(cert_path: str, key_path: str) -> ssl.SSLContext:
+    """Loading the pair proves both files parse and belong together, as the handshake needs."""
+    if not _PEM_CERTIFICATE.search(Path(cert_path).read_bytes()):
         raise ValueError(f"no PEM certificate in {cert_path}")
+    Path(key_path).read_bytes()  # an unreadable key is named by its path (ssl's error names none)
     context = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
+    context.minimum_version = ssl.TLSVersion.TLSv1_2
+    context.options |= ssl.OP_NO_COMPRESSION
+    context.set_alpn_protocols(["h2"])
+    context.verify_mode = ssl.CERT_REQUIRED
     context.load_cert_chain(cert_path, key_path, password=_refuse_encrypted_key)
-    return chain, key
+    return context
 
 
 def _refuse_encrypted_key() -> bytes:
@@ -83,7 +78,7 @@ def _refuse_encrypted_key() -> bytes:
     raise ValueError("encrypted private keys are not supported")
 
 
-def _parse_certificates(pem: bytes) -> bytes:
+def _parse_certificates(pem: bytes) -> str:
     """The parseable certificates of a PEM bundle (re-encoded); unparseable blocks are skipped."""
     context = ssl.SSLContext(ssl.PROTOCOL_TLS_CLIENT)
     accepted: list[str] = []
@@ -94,4 +89,4 @@ def _parse_certificates(pem: bytes) -> bytes:
         except (ValueError, ssl.SSLError):
             continue
         accepted.append(ssl.DER_cert_to_PEM_cert(der))
-    return "".join(accepted).encode("ascii")
+    return "".join(accepted)

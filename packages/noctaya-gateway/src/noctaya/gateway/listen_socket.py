@@ -1,0 +1,35 @@
+"""The listening socket of a server, bound before the server starts."""
+
+from __future__ import annotations
+
+import os
+import socket
+
+from noctaya.core.values.listen_address import parse_listen_address
+
+
+def listen_socket(listen_addr: str) -> socket.socket:
+    """Bound and listening, so the port is known (port 0) and clients queue from this moment.
+
+    Failures read as Go's net.Listen errors: `listen tcp :8080: bind: address already in use`.
+    """
+    host, port = parse_listen_address(listen_addr)
+    dualstack = host == "" and socket.has_dualstack_ipv6()
+    family = socket.AF_INET6 if dualstack else socket.AF_INET
+    address: tuple[str, int] = ("", port) if dualstack else ("0.0.0.0", port)
+    if host:
+        try:
+            family, *_, sockaddr = socket.getaddrinfo(host, port, type=socket.SOCK_STREAM)[0]
+        except socket.gaierror as error:
+            reason = "no such host" if error.errno == socket.EAI_NONAME else str(error.strerror)
+            raise OSError(f"listen tcp: lookup {host}: {reason.lower()}") from None
+        address = (str(sockaddr[0]), port)
+    try:
+        sock = socket.create_server(address, family=family, dualstack_ipv6=dualstack, backlog=4096)
+    except OSError as error:
+        # create_server's own message adds "(while attempting to bind ...)"; Go's has the bare
+        # C library text, lower-case.
+        reason = os.strerror(error.errno).lower() if error.errno else str(error)
+        raise OSError(f"listen tcp {listen_addr}: bind: {reason}") from None
+    sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+    return sock
