@@ -46,6 +46,7 @@ class RawH2:
     closed: bool = False
     acknowledge: bool = True
     """Open the window for what arrives; False models a client that never reads."""
+    pings_acked: int = 0
 
     @classmethod
     async def open(cls, port: int, *, window: int | None = None, validate: bool = True) -> RawH2:
@@ -97,6 +98,9 @@ class RawH2:
         if isinstance(event, h2.events.ConnectionTerminated):
             self.goaway = event.error_code
             return
+        if isinstance(event, h2.events.PingAckReceived):
+            self.pings_acked += 1
+            return
         stream_id = getattr(event, "stream_id", None)
         if not stream_id:
             return
@@ -120,6 +124,19 @@ class RawH2:
                 if not await self.read():
                     assert done(), "the server closed the connection"
                     return
+
+    async def barrier(self) -> None:
+        """Return once the server has handled every frame sent so far: it answers a PING only
+        after the frames before it, and the app tasks they started have run by the time the
+        answer is read (one event loop)."""
+        acked = self.pings_acked
+        self.connection.ping(acked.to_bytes(8, "big"))
+        self.flush()
+
+        def answered() -> bool:
+            return self.pings_acked > acked
+
+        await self.until(answered)
 
     async def response(self, stream_id: int, within: float = 10.0) -> Reply:
         def finished() -> bool:

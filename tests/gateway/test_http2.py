@@ -13,6 +13,7 @@ import httpx
 import pytest
 
 from .conftest import StartGateway
+from .h2_client import RawH2, request_headers
 from .support import Engine, eventually
 
 
@@ -230,3 +231,21 @@ async def _read_response(
                     writer.write(connection.data_to_send())
                     return status, body
             writer.write(connection.data_to_send())
+
+
+async def test_the_drain_ends_an_h2_request_whose_body_never_ends_within_its_budget(
+    engine: Engine, start_gateway: StartGateway
+) -> None:
+    """Hypercorn ended the request it cancelled at the end of the drain with a 500 that waited
+    for ever on the HTTP/2 send task cancelled with it, and the stop with it."""
+    gateway = await start_gateway(engine.url, shutdown_timeout=1.0)
+    client = await RawH2.open(gateway.server.port)
+    client.connection.send_headers(1, request_headers("/v1/chat/completions"), end_stream=False)
+    client.connection.send_data(1, b'{"stream"', end_stream=False)
+    client.flush()
+    await client.barrier()
+    loop = asyncio.get_running_loop()
+    started = loop.time()
+    await asyncio.wait_for(gateway.server.stop(), 10)
+    assert loop.time() - started < 5
+    client.close()

@@ -3,8 +3,12 @@
 from __future__ import annotations
 
 import asyncio
+import socket
 
 import grpc
+import h2.config
+import h2.connection
+import h2.events
 import pytest
 from gateway.support import eventually
 from noctaya.gateway.demand_feed import DemandFeed
@@ -13,7 +17,7 @@ from noctaya.gateway.scaler.messages import ScaledObjectRef
 from noctaya.gateway.scaler.service import MAX_ACTIVE_STREAMS, ExternalScalerService
 
 from .conftest import Scaler, streams_gauge
-from .keda import ActiveStream, Keda, ref
+from .keda import STEP_TIMEOUT, ActiveStream, Keda, ref
 
 
 async def test_is_active_and_metrics_follow_the_demand(scaler: Scaler, keda: Keda) -> None:
@@ -201,3 +205,38 @@ async def test_a_flip_reaches_the_stream_in_the_event_loops_next_turn() -> None:
     assert flip.done(), "the flip took more than one turn of the event loop"
     assert pb.IsActiveResponse.FromString(flip.result()).result is True
     stream.close()
+
+
+async def test_a_flip_is_on_the_wire_in_the_event_loops_next_turn(scaler: Scaler) -> None:
+    """The same bound through the server: the stream's task writes the message itself, in the
+    turn it wakes (hypercorn would leave the write to its HTTP/2 send task, a turn later)."""
+    loop = asyncio.get_running_loop()
+    client = h2.connection.H2Connection(h2.config.H2Configuration(client_side=True))
+    client.initiate_connection()
+    client.send_headers(
+        1,
+        [
+            (":method", "POST"),
+            (":scheme", "http"),
+            (":path", "/externalscaler.ExternalScaler/StreamIsActive"),
+            (":authority", "127.0.0.1"),
+            ("content-type", "application/grpc"),
+            ("te", "trailers"),
+        ],
+    )
+    message = ref().SerializeToString()
+    client.send_data(1, b"\x00" + len(message).to_bytes(4, "big") + message, end_stream=True)
+    with socket.create_connection(("127.0.0.1", scaler.server.port)) as sock:
+        sock.setblocking(False)
+        await loop.sock_sendall(sock, client.data_to_send())
+        received: list[h2.events.Event] = []
+        async with asyncio.timeout(STEP_TIMEOUT):
+            while not any(isinstance(event, h2.events.DataReceived) for event in received):
+                received += client.receive_data(await loop.sock_recv(sock, 65536))
+        await loop.sock_sendall(sock, client.data_to_send())  # settings and window acks
+        await eventually(lambda: scaler.streams() == 1)
+        scaler.feed.publish(1)
+        await asyncio.sleep(0)  # one turn: the stream's task wakes and writes
+        flip = client.receive_data(sock.recv(65536))
+    (data,) = [event for event in flip if isinstance(event, h2.events.DataReceived)]
+    assert pb.IsActiveResponse.FromString(data.data[5:]).result is True

@@ -96,7 +96,11 @@ class IdleTimer:
 
     def _close_in(self, task_group: TaskGroup) -> None:
         self._task_group = None
-        self._closing = task_group._task_group.create_task(_close(self._server))
+        closing = _close(self._server)
+        try:
+            self._closing = task_group._task_group.create_task(closing)
+        except RuntimeError:  # the group is being torn down, and the connection closes with it
+            closing.close()
 
 
 async def _close(server: TCPServer) -> None:

@@ -12,6 +12,14 @@
 - Request DATA arriving after the response ended is credited and dropped: HTTP/2 lets a server
   answer (a 429, a 401) before the body is complete, and hypercorn 0.18 raised on such frames,
   dropping the connection (pgjones/hypercorn#329, fixed after 0.18).
+- When the send task ends (the connection closed, or the server's graceful stop ran out and
+  cancelled it), the stream buffers are closed: a response still being ended, such as the 500
+  hypercorn sends for a call cancelled before its request body was complete, would otherwise
+  wait for ever to drain, and the server's stop with it.
+- A response chunk is written at once when nothing of its stream is still buffered and the
+  client's window takes it whole. Hypercorn hands every chunk to its send task, which writes it
+  a turn of the event loop later: milliseconds under load, on every token of a stream and on
+  every push of the ExternalScaler to KEDA.
 """
 
 from __future__ import annotations
@@ -25,6 +33,8 @@ import h2.exceptions
 import priority.priority
 from h2.errors import ErrorCodes
 from hypercorn.events import Closed, Event, RawData
+from hypercorn.protocol.events import Body
+from hypercorn.protocol.events import Event as StreamEvent
 from hypercorn.protocol.h2 import H2Protocol
 from noctaya.gateway.http2.floods import FloodGuard
 from noctaya.gateway.http2.malformed import is_malformed
@@ -73,6 +83,36 @@ class GatewayH2Protocol(H2Protocol):
                 await super()._handle_events([event])
                 continue
             await self._flush()  # the reset or the WINDOW_UPDATE must go out now
+
+    async def send_task(self) -> None:
+        try:
+            await super().send_task()
+        finally:
+            self.closed = True  # nothing is sent from here on
+            for buffer in list(self.stream_buffers.values()):
+                await buffer.close()
+
+    async def stream_send(self, event: StreamEvent) -> None:
+        if type(event) is Body and self._sent_at_once(event):
+            await self._flush()
+        else:
+            await super().stream_send(event)
+
+    def _sent_at_once(self, event: Body) -> bool:
+        """Hand the chunk to h2 now if the send task would send it whole as its next frame of
+        this stream; else it takes hypercorn's way (buffer, window, priority)."""
+        buffer = self.stream_buffers.get(event.stream_id)
+        if self.closed or buffer is None or buffer.buffer or buffer.complete:
+            return False
+        size = len(event.data)
+        try:
+            window = self.connection.local_flow_control_window(event.stream_id)
+            if size > min(window, self.connection.max_outbound_frame_size):
+                return False
+            self.connection.send_data(event.stream_id, event.data)
+        except h2.exceptions.ProtocolError:  # the stream closed: hypercorn's way cleans up
+            return False
+        return True
 
     def _is_open(self, stream_id: int) -> bool:
         """False when h2 already reset the stream, for a malformed body later in the same read."""

@@ -35,6 +35,7 @@ _RESPONSE_START = {
     "headers": [(b"content-type", b"application/grpc")],
     "trailers": True,
 }
+_GRPC_SUBTYPES = (b"application/grpc+", b"application/grpc;")  # `+proto`, `; charset=...`
 _NOT_GRPC_HEADERS = [(b"content-type", b"text/plain; charset=utf-8")]
 
 Decode = Callable[[bytes], Any]
@@ -143,7 +144,7 @@ def _not_grpc(scope: dict[str, Any]) -> tuple[int, str] | None:
     for name, value in scope["headers"]:
         if name == b"content-type":
             content_type = value
-    if not content_type.startswith(b"application/grpc"):
+    if content_type != b"application/grpc" and not content_type.startswith(_GRPC_SUBTYPES):
         shown = content_type.decode("latin-1")
         return 415, f'invalid gRPC request content-type "{shown}"'
     return None

@@ -22,6 +22,7 @@ import ssl
 from hypercorn.asyncio import serve
 from hypercorn.config import Config
 from noctaya.gateway.listen_socket import listen_socket
+from noctaya.gateway.process import quiet_cancelled_callbacks
 from noctaya.gateway.scaler.grpc_app import ScalerApp
 from noctaya.gateway.scaler.service import DemandSource, ExternalScalerService
 from noctaya.gateway.scaler.tls import ScalerTLS
@@ -84,6 +85,7 @@ async def start_scaler(
     Raises ValueError for a malformed address and OSError when the port cannot be bound.
     """
     install_server_patches()
+    quiet_cancelled_callbacks(asyncio.get_running_loop())
     sock = listen_socket(listen_addr)
     sock.setsockopt(socket.SOL_SOCKET, socket.SO_KEEPALIVE, 1)  # accepted sockets inherit these
     sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_KEEPIDLE, KEEPALIVE_IDLE_SECONDS)
