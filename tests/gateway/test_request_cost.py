@@ -5,6 +5,8 @@ from __future__ import annotations
 
 import asyncio
 import gc
+import json
+import tracemalloc
 from collections.abc import Coroutine
 from typing import Any
 
@@ -136,3 +138,49 @@ async def test_a_warm_request_leaves_no_reference_cycles(
     finally:
         gc.enable()
     assert left < 20, f"{left} objects in cycles after 20 requests"
+
+
+Held = list[tuple[asyncio.StreamReader, asyncio.StreamWriter]]
+
+
+async def _hold(gateway_port: int, prompt: int, streams: int, held: Held) -> float:
+    """Traced memory per cold stream held (added to `held`) whose request carries a
+    `prompt`-byte message."""
+    body = json.dumps({"stream": True, "messages": [{"role": "user", "content": "x" * prompt}]})
+    request = (
+        b"POST /v1/chat/completions HTTP/1.1\r\nHost: gateway\r\n"
+        b"Content-Type: application/json\r\nContent-Length: %d\r\n\r\n" % len(body)
+    ) + body.encode()
+    gc.collect()
+    before = tracemalloc.get_traced_memory()[0]
+    started = len(held)
+    for _ in range(streams):
+        reader, writer = await asyncio.open_connection("127.0.0.1", gateway_port)
+        writer.write(request)  # one write: the gateway reads it in one piece
+        held.append((reader, writer))
+    for reader, _ in held[started:]:
+        assert (await reader.readuntil(b"\r\n\r\n")).startswith(b"HTTP/1.1 200")
+        await reader.readuntil(b": heartbeat\n\n")  # held cold, its body long parsed
+    gc.collect()
+    return (tracemalloc.get_traced_memory()[0] - before) / streams
+
+
+async def test_a_held_request_keeps_its_bytes_once(
+    engine: Engine, start_gateway: StartGateway
+) -> None:
+    """The app keeps the body it will forward; the read that carried it must not be kept too
+    (hypercorn stays inside the read's handling while the request is in progress)."""
+    engine.make_unready()
+    gateway = await start_gateway(engine.url, heartbeat_interval=0.05)
+    held: Held = []
+    tracemalloc.start()
+    try:
+        await _hold(gateway.server.port, 100, 10, held)  # first-use allocations, not per stream
+        small = await _hold(gateway.server.port, 100, 10, held)
+        large = await _hold(gateway.server.port, 30_100, 10, held)
+    finally:
+        tracemalloc.stop()
+        for _, writer in held:
+            writer.close()
+    kept_per_prompt_byte = (large - small) / 30_000
+    assert 0.9 < kept_per_prompt_byte < 1.4, (small, large)

@@ -150,7 +150,8 @@ async def _read_data(self: TCPServer) -> None:
             if idle.running:  # no request in progress: h11 may still answer a head cut short
                 await protocol.handle(RawData(data))
             break  # else a disconnect (below), not a malformed request
-        await protocol.handle(RawData(data))
+        received, data = RawData(data), b""  # the protocol may keep `received`, not its bytes
+        await protocol.handle(received)
     await protocol.handle(Closed())
     if idle.running:  # idle and the client is done: close now
         idle.expire_now()

@@ -17,8 +17,8 @@ from urllib.parse import unquote
 
 import h11
 from hypercorn.events import Event, RawData
+from noctaya.gateway.held_reads import HeldReadsH11Protocol
 from noctaya.gateway.request_target import origin_form
-from noctaya.gateway.response_writes import HeadWithBodyH11Protocol
 from noctaya.gateway.responses import CLOSE, NOSNIFF, GatewayError, is_openai_path
 
 HEAD_START = 1024
@@ -70,7 +70,7 @@ def names_openai_route(target: bytes, whole: bool) -> bool:
     return path.startswith("/v1/") or (whole and is_openai_path(path))
 
 
-class FramingRefusalsH11Protocol(HeadWithBodyH11Protocol):
+class FramingRefusalsH11Protocol(HeldReadsH11Protocol):
     _head_start = b""
     _head_of = -1
     """`keep_alive_requests` when `_head_start` was taken: the head of the request after that
