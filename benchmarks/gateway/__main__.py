@@ -55,6 +55,12 @@ def main() -> int:
         "--hold", default="1000,10000", help="cold streams to hold (a comma list: one gateway each)"
     )
     parser.add_argument(
+        "--prompt-bytes",
+        type=int,
+        default=0,
+        help="each held stream's request carries a user message of this many bytes",
+    )
+    parser.add_argument(
         "--profile", action="store_true", help="only profile the gateway under wrk at c=64"
     )
     parser.add_argument("--compare", metavar="REV", help="also measure the gateway at REV")
@@ -93,7 +99,7 @@ def main() -> int:
         _print_table(
             "Gateway memory",
             ("gateway", "state", "RSS MiB", "KiB per stream", "CPU % holding", "errors"),
-            _memory(holds, args.compare),
+            _memory(holds, args.compare, args.prompt_bytes),
         )
         return 0
     _print_table(
@@ -109,7 +115,7 @@ def main() -> int:
     _print_table(
         "Gateway memory",
         ("gateway", "state", "RSS MiB", "KiB per stream", "CPU % holding", "errors"),
-        _memory(holds, args.compare),
+        _memory(holds, args.compare, args.prompt_bytes),
     )
     return 0
 
@@ -222,19 +228,22 @@ def _streams(count: int, concurrency: int) -> list[tuple[object, ...]]:
     return rows
 
 
-def _memory(holds: list[int], compare: str | None) -> list[tuple[object, ...]]:
+def _memory(holds: list[int], compare: str | None, prompt: int) -> list[tuple[object, ...]]:
     """Each state's row for `compare` (if given) next to this tree's: a before/after table."""
     measured: list[list[tuple[object, ...]]] = []
     if compare is not None:
         with revision.pythonpath(compare) as path:
-            measured.append(_memory_of(f"at {revision.describe(compare)}", holds, path))
-    measured.append(_memory_of("this tree", holds, os.environ.get("PYTHONPATH", "")))
+            measured.append(_memory_of(f"at {revision.describe(compare)}", holds, path, prompt))
+    measured.append(_memory_of("this tree", holds, os.environ.get("PYTHONPATH", ""), prompt))
     return [row for rows in zip(*measured, strict=True) for row in rows]
 
 
-def _memory_of(name: str, holds: list[int], pythonpath: str) -> list[tuple[object, ...]]:
+def _memory_of(
+    name: str, holds: list[int], pythonpath: str, prompt: int
+) -> list[tuple[object, ...]]:
     """Idle RSS of each mode, then, for each count in `holds` (each on a fresh gateway), RSS and
-    CPU while holding that many cold keepalive streams."""
+    CPU while holding that many cold keepalive streams, each request with a `prompt`-byte
+    message."""
     rows: list[tuple[object, ...]] = [
         (name, "aggregator idle", f"{_aggregator_idle_mib(pythonpath):.1f}", "", "", "")
     ]
@@ -258,6 +267,7 @@ def _memory_of(name: str, holds: list[int], pythonpath: str) -> list[tuple[objec
                     "hold",
                     gateway.url,
                     str(count),
+                    str(prompt),
                 ],
                 stdin=subprocess.PIPE,
                 stdout=subprocess.PIPE,
@@ -275,7 +285,7 @@ def _memory_of(name: str, holds: list[int], pythonpath: str) -> list[tuple[objec
             rows.append(
                 (
                     name,
-                    f"holding {held} cold streams (pending={pending:.0f})",
+                    f"holding {held} cold streams{_prompt_label(prompt)} (pending={pending:.0f})",
                     f"{rss:.1f}",
                     f"{(rss - idle) * 1024 / max(int(held), 1):.1f}",
                     f"{busy:.0%}",
@@ -287,6 +297,10 @@ def _memory_of(name: str, holds: list[int], pythonpath: str) -> list[tuple[objec
         finally:
             gateway.stop()
     return rows
+
+
+def _prompt_label(prompt: int) -> str:
+    return f" of {prompt:,}-byte prompts" if prompt else ""
 
 
 def _aggregator_idle_mib(pythonpath: str) -> float:

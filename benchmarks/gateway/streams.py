@@ -73,8 +73,9 @@ async def measure(url: str, streams: int, concurrency: int) -> dict[str, float]:
     }
 
 
-async def hold(url: str, streams: int) -> None:
+async def hold(url: str, streams: int, prompt: int = 0) -> None:
     raise_open_files_limit()
+    body = BODY if not prompt else {**BODY, "messages": [{"role": "user", "content": "x" * prompt}]}
     opening = asyncio.Semaphore(OPENING)
     connector = aiohttp.TCPConnector(limit=0)
     timeout = aiohttp.ClientTimeout(total=None, sock_connect=30)
@@ -83,7 +84,7 @@ async def hold(url: str, streams: int) -> None:
         async def open_one() -> aiohttp.ClientResponse | None:
             try:
                 async with opening:
-                    response = await session.post(url + PATH, json=BODY)
+                    response = await session.post(url + PATH, json=body)
             except aiohttp.ClientError:
                 return None
             if response.status != 200 or response.content_type != "text/event-stream":
@@ -105,4 +106,4 @@ if __name__ == "__main__":
         report = process.run(measure(target, int(sys.argv[3]), int(sys.argv[4])))
         print(json.dumps(report))
     else:
-        process.run(hold(target, int(sys.argv[3])))
+        process.run(hold(target, int(sys.argv[3]), int(sys.argv[4]) if len(sys.argv) > 4 else 0))
