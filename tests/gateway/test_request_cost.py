@@ -39,7 +39,7 @@ def _count_app_tasks(monkeypatch: pytest.MonkeyPatch) -> list[str]:
 
 def _runs_the_app(task: asyncio.Task[Any]) -> bool:
     code = task.get_coro().cr_code  # type: ignore[union-attr]
-    return code.co_name == "_handle" and "hypercorn" in code.co_filename
+    return code.co_qualname == "_run_asgi" and code.co_filename.endswith("receive_queue.py")
 
 
 async def test_a_quick_warm_request_starts_no_task(
@@ -76,6 +76,7 @@ async def test_a_streamed_exchange_starts_no_task_either(
             f"{gateway.url}/v1/chat/completions", json={**CHAT, "stream": True}
         ) as response:
             assert response.status == 200
+            assert any(_runs_the_app(task) for task in asyncio.all_tasks()), "counted in"
             assert (await response.read()).count(b"data: ") == 4
         assert started == []
     finally:

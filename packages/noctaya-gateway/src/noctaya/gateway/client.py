@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-from collections.abc import Iterator
+from types import TracebackType
 from typing import Any
 
 from noctaya.gateway.receive_queue import ReceiveQueue
@@ -149,23 +149,31 @@ class ClientChannel:
         self.cancelled_on_disconnect = True
         task.cancel()
 
-    @contextlib.contextmanager
-    def gone_cancels(self) -> Iterator[None]:
-        """Within the block, a client disconnect cancels this task, which leaves the block as
-        ClientGone: waits need no timer or event of their own to notice it (`watch()` first)."""
+    def gone_cancels(self) -> ClientChannel:
+        """`with channel.gone_cancels():` within the block, a client disconnect cancels this
+        task, which leaves the block as ClientGone: waits need no timer or event of their own to
+        notice it (`watch()` first). The channel is its own context manager, so a stream held
+        for minutes keeps no generator for it."""
+        return self
+
+    def __enter__(self) -> None:
         task = asyncio.current_task()
         assert task is not None
-        try:
-            self.cancel_on_disconnect(task)
-            try:
-                yield
-            finally:
-                self.cancel_on_disconnect(None)
-        except asyncio.CancelledError:
+        self.cancel_on_disconnect(task)
+
+    def __exit__(
+        self,
+        kind: type[BaseException] | None,
+        error: BaseException | None,
+        traceback: TracebackType | None,
+    ) -> None:
+        self.cancel_on_disconnect(None)
+        if kind is not None and issubclass(kind, asyncio.CancelledError):
+            task = asyncio.current_task()
+            assert task is not None
             if self.cancelled_on_disconnect and task.uncancel() == 0:
                 self.cancelled_on_disconnect = False
                 raise ClientGone() from None
-            raise
 
     def finish(self) -> None:
         """The exchange is over: stop watching (the server's own closing disconnect is moot)."""

@@ -13,6 +13,7 @@ request's body) the answer is plain text.
 from __future__ import annotations
 
 from http import HTTPStatus
+from typing import Any
 from urllib.parse import unquote
 
 import h11
@@ -71,10 +72,12 @@ def names_openai_route(target: bytes, whole: bool) -> bool:
 
 
 class FramingRefusalsH11Protocol(HeldReadsH11Protocol):
-    _head_start = b""
-    _head_of = -1
-    """`keep_alive_requests` when `_head_start` was taken: the head of the request after that
-    many (`_create_stream` counts each request once its head is parsed)."""
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self._head_start = b""
+        self._head_of = -1
+        """`keep_alive_requests` when `_head_start` was taken: the head of the request after
+        that many (`_create_stream` counts each request once its head is parsed)."""
 
     async def handle(self, event: Event) -> None:
         if isinstance(event, RawData) and self.connection.their_state is h11.IDLE:

@@ -13,6 +13,7 @@ refuses in the shape of their route (`framing_refusals`).
 from __future__ import annotations
 
 import asyncio
+from typing import Any
 
 import hypercorn.protocol
 from hypercorn.events import Closed, Event, RawData
@@ -24,7 +25,9 @@ HEAD_TIMEOUT = 10.0
 
 
 class GatewayH11Protocol(FramingRefusalsH11Protocol):
-    _head_deadline: asyncio.TimerHandle | None = None
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self._head_deadline: asyncio.TimerHandle | None = None
 
     async def handle(self, event: Event) -> None:
         received = isinstance(event, RawData) and bool(event.data)  # handling empties the event

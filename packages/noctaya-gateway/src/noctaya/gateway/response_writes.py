@@ -25,13 +25,12 @@ _protocol_send = TCPServer.protocol_send
 
 
 class HeadWithBodyH11Protocol(H11Protocol):
-    _held = b""
-    _held_alone: asyncio.Handle | None = None
-
     def __init__(self, *args: Any, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
         self._write = self.send
         self.send = self._send_after_head
+        self._held = b""
+        self._held_alone: asyncio.Handle | None = None
 
     async def _send_h11_event(self, event: H11SendableEvent) -> None:
         if type(event) is not h11.Response:
