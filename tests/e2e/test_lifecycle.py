@@ -50,8 +50,9 @@ def test_a_cold_stream_wakes_the_backend_and_it_scales_back_to_zero(
         assert phases[:3] == ["ScaledToZero", "Loading", "Ready"], phases
         heartbeats = [c for c in lines if c.line.startswith(b": heartbeat")]
         tokens = [c for c in lines if c.line.startswith(b"data: {")]
-        assert heartbeats, [c.line for c in lines]
-        assert tokens, [c.line for c in lines]
+        arrivals = [(round(c.at - started, 2), c.line) for c in lines]
+        assert heartbeats, arrivals
+        assert tokens, arrivals
         assert heartbeats[0].at < tokens[0].at
         assert any(c.line == b"data: [DONE]" for c in lines)
         print(f"first token {tokens[0].at - started:.1f}s after the request")
