@@ -2,7 +2,6 @@
 
 import pytest
 from noctaya.core.values.listen_address import parse_listen_address
-from noctaya.gateway.addresses import format_bind
 
 
 @pytest.mark.parametrize(
@@ -39,9 +38,3 @@ def test_malformed_listen_address_is_rejected_with_the_reason(text: str, reason:
     with pytest.raises(ValueError, match=reason) as caught:
         parse_listen_address(text)
     assert f'"{text}"' in str(caught.value)
-
-
-def test_bind_string_brackets_ipv6_and_binds_all_interfaces_dual_stack() -> None:
-    assert format_bind("", 8080) == "[::]:8080"
-    assert format_bind("::1", 9090) == "[::1]:9090"
-    assert format_bind("127.0.0.1", 1) == "127.0.0.1:1"

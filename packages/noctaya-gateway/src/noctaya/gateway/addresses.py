@@ -1,4 +1,4 @@
-"""Binding what a Go-form listen address (`noctaya.core.values.listen_address`) names.
+"""What a Go-form listen address (`noctaya.core.values.listen_address`) names once bound.
 
 The address is in Go's `net.Listen` form, as the operator renders it: an empty host means every
 interface, IPv6 literals are bracketed.
@@ -7,17 +7,6 @@ interface, IPv6 literals are bracketed.
 from __future__ import annotations
 
 from noctaya.core.values.listen_address import parse_listen_address
-
-ALL_INTERFACES = ""
-
-
-def format_bind(host: str, port: int) -> str:
-    """`host:port` as a server bind string; the all-interfaces host binds dual-stack `[::]`."""
-    if host == ALL_INTERFACES:
-        return f"[::]:{port}"
-    if ":" in host:
-        return f"[{host}]:{port}"
-    return f"{host}:{port}"
 
 
 def with_port(listen_addr: str, port: int) -> str:
