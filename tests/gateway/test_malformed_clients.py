@@ -128,8 +128,7 @@ async def test_lying_content_length_is_cut_off_by_the_client_closing(
 def test_idle_keep_alive_connections_are_kept_two_minutes_not_the_header_budget() -> None:
     """Go's server has no idle timeout; a proxy pooling connections to the gateway must not race
     a 10 s close. Hypercorn's idle timer is therefore 120 s; a begun head has its own 10 s."""
-    with socket.socket() as sock:
-        served = hypercorn_config(GatewayConfig(backend_url="http://backend:8000"), sock)
+    served = hypercorn_config(GatewayConfig(backend_url="http://backend:8000"))
     assert served.keep_alive_timeout == 120
 
 

@@ -1,10 +1,15 @@
-"""The listening socket of a server, bound before the server starts."""
+"""The listening socket of a server, bound before the server starts, and hypercorn serving it."""
 
 from __future__ import annotations
 
+import asyncio
 import os
 import socket
+from collections.abc import Awaitable, Callable
+from typing import Any
 
+from hypercorn.asyncio import serve
+from hypercorn.config import Config
 from noctaya.core.values.listen_address import parse_listen_address
 
 
@@ -33,3 +38,15 @@ def listen_socket(listen_addr: str) -> socket.socket:
         raise OSError(f"listen tcp {listen_addr}: bind: {reason}") from None
     sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
     return sock
+
+
+def serve_on(
+    sock: socket.socket, app: Any, config: Config, shutdown_trigger: Callable[[], Awaitable[object]]
+) -> asyncio.Task[None]:
+    """Serve `app` on `sock` (hypercorn owns the descriptor from here) until `shutdown_trigger`
+    returns and the graceful stop ends."""
+    config.bind = [f"fd://{sock.fileno()}"]
+    sock.detach()
+    return asyncio.get_running_loop().create_task(
+        serve(app, config, shutdown_trigger=shutdown_trigger)
+    )

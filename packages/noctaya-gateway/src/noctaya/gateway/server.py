@@ -10,18 +10,16 @@ from __future__ import annotations
 
 import asyncio
 import logging
-import socket
 from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any
 
-from hypercorn.asyncio import serve
 from noctaya.core.plan import gateway_env as names
 from noctaya.gateway.addresses import with_port
 from noctaya.gateway.app import GatewayApp
 from noctaya.gateway.config import GatewayConfig
 from noctaya.gateway.date_header import DateOncePerSecondConfig
 from noctaya.gateway.demand_feed import DemandFeed
-from noctaya.gateway.listen_socket import listen_socket
+from noctaya.gateway.listen_socket import listen_socket, serve_on
 from noctaya.gateway.metrics import GatewayMetrics
 from noctaya.gateway.process import quiet_cancelled_callbacks
 from noctaya.gateway.proxy import UpstreamAborted
@@ -63,9 +61,8 @@ def _server_logger() -> logging.Logger:
     return logger
 
 
-def hypercorn_config(config: GatewayConfig, sock: socket.socket) -> DateOncePerSecondConfig:
+def hypercorn_config(config: GatewayConfig) -> DateOncePerSecondConfig:
     hc = DateOncePerSecondConfig()
-    hc.bind = [f"fd://{sock.fileno()}"]
     hc.backlog = 4096
     hc.graceful_timeout = config.shutdown_timeout
     # Hypercorn has one timer for a connection with no request in progress: it bounds an idle
@@ -123,11 +120,7 @@ class GatewayServer:
             head_timeout=self.config.backend_head_timeout,
         )
         self.app = GatewayApp(self.config, self._pool, feed=self.feed, metrics=self.metrics)
-        hc = hypercorn_config(self.config, sock)
-        sock.detach()  # hypercorn owns the descriptor from here
-        self._serving = asyncio.get_running_loop().create_task(
-            serve(self.app, hc, shutdown_trigger=self._stopping.wait)  # type: ignore[arg-type]
-        )
+        self._serving = serve_on(sock, self.app, hypercorn_config(self.config), self._stopping.wait)
         log.info(
             "Noctaya gateway version %s listening on %s, backend %s",
             gateway_version(),

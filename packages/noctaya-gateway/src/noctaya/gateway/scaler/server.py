@@ -19,9 +19,8 @@ import logging
 import socket
 import ssl
 
-from hypercorn.asyncio import serve
 from hypercorn.config import Config
-from noctaya.gateway.listen_socket import listen_socket
+from noctaya.gateway.listen_socket import listen_socket, serve_on
 from noctaya.gateway.process import quiet_cancelled_callbacks
 from noctaya.gateway.scaler.grpc_app import ScalerApp
 from noctaya.gateway.scaler.service import DemandSource, ExternalScalerService
@@ -98,11 +97,7 @@ async def start_scaler(
     config.include_server_header = False
     config.accesslog = None
     config.errorlog = _LOG
-    config.bind = [f"fd://{sock.fileno()}"]
     port: int = sock.getsockname()[1]
-    sock.detach()  # hypercorn owns the descriptor from here
     stopping = asyncio.Event()
-    serving = asyncio.get_running_loop().create_task(
-        serve(ScalerApp(service), config, shutdown_trigger=stopping.wait)  # type: ignore[arg-type]
-    )
+    serving = serve_on(sock, ScalerApp(service), config, stopping.wait)
     return ScalerServer(service, config, stopping, serving, port)
