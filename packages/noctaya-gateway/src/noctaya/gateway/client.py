@@ -30,6 +30,7 @@ class ClientChannel:
     __slots__ = (
         "_cancel_target",
         "_finished",
+        "_guarded",
         "_limit",
         "_read_done",
         "_reading",
@@ -55,6 +56,7 @@ class ClientChannel:
         self._finished = False
         self._reading = False  # a task is waiting in receive() for the next body message
         self._read_done: asyncio.Event | None = None
+        self._guarded: Send | None = None  # what `guard` wraps
 
     async def _take(self) -> bytes:
         self._reading = True
@@ -101,18 +103,21 @@ class ClientChannel:
         request body has been read (or `drain` gave up on it). Hypercorn can reuse a connection
         only once the request was read whole, so a response that did not need the body (a
         refusal, an early backend answer) discards the rest first and keeps the connection.
+        A bound method rather than a closure: a third of the memory, kept as long as the
+        request.
         """
+        self._guarded = send
+        return self._send_guarded
 
-        async def guarded(message: Message) -> None:
-            if (
-                not self.body_complete
-                and message["type"] == "http.response.body"
-                and not message.get("more_body", False)
-            ):
-                await self.drain(DRAIN_LIMIT, DRAIN_SECONDS)
-            await send(message)
-
-        return guarded
+    async def _send_guarded(self, message: Message) -> None:
+        if (
+            not self.body_complete
+            and message["type"] == "http.response.body"
+            and not message.get("more_body", False)
+        ):
+            await self.drain(DRAIN_LIMIT, DRAIN_SECONDS)
+        assert self._guarded is not None
+        await self._guarded(message)
 
     async def drain(self, limit: int, seconds: float) -> None:
         """Discard what is left of the request body, up to `limit` bytes and `seconds`."""
