@@ -170,7 +170,7 @@ async def test_a_held_request_keeps_its_bytes_once(
     engine: Engine, start_gateway: StartGateway
 ) -> None:
     """The app keeps the body it will forward; the read that carried it must not be kept too
-    (hypercorn stays inside the read's handling while the request is in progress)."""
+    (the connection's read loop waits for the next read for as long as the request is held)."""
     engine.make_unready()
     gateway = await start_gateway(engine.url, heartbeat_interval=0.05)
     held: Held = []

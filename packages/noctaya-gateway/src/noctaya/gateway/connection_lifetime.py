@@ -150,8 +150,10 @@ async def _read_data(self: TCPServer) -> None:
             if idle.running:  # no request in progress: h11 may still answer a head cut short
                 await protocol.handle(RawData(data))
             break  # else a disconnect (below), not a malformed request
-        received, data = RawData(data), b""  # the protocol may keep `received`, not its bytes
-        await protocol.handle(received)
+        await protocol.handle(RawData(data))
+        # Once handled, a read's bytes are h11's and the app's: kept here too, a cold request
+        # held for minutes would keep its prompt twice while this waits for the next read.
+        del data
     await protocol.handle(Closed())
     if idle.running:  # idle and the client is done: close now
         idle.expire_now()

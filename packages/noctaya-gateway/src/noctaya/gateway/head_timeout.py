@@ -30,13 +30,12 @@ class GatewayH11Protocol(FramingRefusalsH11Protocol):
         self._head_deadline: asyncio.TimerHandle | None = None
 
     async def handle(self, event: Event) -> None:
-        received = isinstance(event, RawData) and bool(event.data)  # handling empties the event
         try:
             await super().handle(event)
         except BaseException:  # handed over to HTTP/2, or failed: the deadline is not ours
             self._disarm()
             raise
-        if self.stream is None and received:
+        if self.stream is None and isinstance(event, RawData) and event.data:
             if self._head_deadline is None:  # the head's first bytes
                 loop = asyncio.get_running_loop()
                 self._head_deadline = loop.call_later(HEAD_TIMEOUT, self._head_late)
