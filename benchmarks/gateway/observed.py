@@ -5,8 +5,7 @@ the measured load is observed (not imports, startup or warm-up): where a p99 com
 
 SIGUSR1 starts observing; SIGUSR2 stops and writes JSON to STATS_FILE: the event loop's lag
 (how late a 5 ms timer fires: p50, p99, max) and the collector's runs per generation with their
-total and longest pause. It imports only `noctaya.gateway.cli`, so it runs any revision's
-gateway (PYTHONPATH picks which).
+total and longest pause (`signalled`).
 """
 
 from __future__ import annotations
@@ -14,14 +13,11 @@ from __future__ import annotations
 import asyncio
 import gc
 import json
-import os
-import signal
 import sys
 import time
-from types import FrameType
 from typing import Any
 
-from noctaya.gateway.cli import main as gateway_main
+from benchmarks.gateway.signalled import run_measured
 
 LAG_TICK = 0.005
 
@@ -81,21 +77,13 @@ def _at(values: list[float], quantile: float) -> float:
 
 
 def main() -> int:
-    stats_file, argv = sys.argv[1], sys.argv[2:]
     observer = Observer()
 
-    def start(signum: int, frame: FrameType | None) -> None:
-        # Signal handlers run on the main thread, the event loop's, between its callbacks.
-        observer.start(asyncio.get_running_loop())
-
-    def stop(signum: int, frame: FrameType | None) -> None:
-        with open(stats_file + ".part", "w") as output:
+    def write(path: str) -> None:
+        with open(path, "w") as output:
             json.dump(observer.stop(), output)
-        os.replace(stats_file + ".part", stats_file)  # whole or absent for whoever waits on it
 
-    signal.signal(signal.SIGUSR1, start)
-    signal.signal(signal.SIGUSR2, stop)
-    return gateway_main(argv)
+    return run_measured(lambda: observer.start(asyncio.get_running_loop()), write)
 
 
 if __name__ == "__main__":

@@ -10,29 +10,19 @@ SIGUSR1 starts profiling; SIGUSR2 stops and writes the stats to STATS_FILE (read
 from __future__ import annotations
 
 import cProfile
-import os
-import signal
 import sys
-from types import FrameType
 
-from noctaya.gateway.cli import main as gateway_main
+from benchmarks.gateway.signalled import run_measured
 
 
 def main() -> int:
-    stats_file, argv = sys.argv[1], sys.argv[2:]
     profiler = cProfile.Profile()
 
-    def start(signum: int, frame: FrameType | None) -> None:
-        profiler.enable()
-
-    def stop(signum: int, frame: FrameType | None) -> None:
+    def write(path: str) -> None:
         profiler.disable()
-        profiler.dump_stats(stats_file + ".part")
-        os.replace(stats_file + ".part", stats_file)  # whole or absent for whoever waits on it
+        profiler.dump_stats(path)
 
-    signal.signal(signal.SIGUSR1, start)
-    signal.signal(signal.SIGUSR2, stop)
-    return gateway_main(argv)
+    return run_measured(profiler.enable, write)
 
 
 if __name__ == "__main__":
