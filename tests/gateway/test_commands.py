@@ -3,11 +3,14 @@ SIGTERM drain, an engine killed mid-stream, and the KEDA scaler served from the 
 
 from __future__ import annotations
 
+import hashlib
 import re
 import signal
 import socket
 import subprocess
+import time
 from collections.abc import Callable
+from pathlib import Path
 
 import aiohttp
 import grpc
@@ -158,12 +161,64 @@ def test_engine_stub_help_says_it_is_a_test_double_for_vllm() -> None:
         ({"STUB_STARTUP_DELAY": "soon"}, "STUB_STARTUP_DELAY must be a non-negative duration"),
         ({"STUB_TOKEN_COUNT": "0"}, "STUB_TOKEN_COUNT must be a positive integer"),
         ({"STUB_TOKEN_DELAY": "fast"}, "STUB_TOKEN_DELAY must be a non-negative duration"),
+        ({"STUB_MEMORY": "1.5"}, "STUB_MEMORY must be a whole number of bytes such as 256Mi"),
+        ({"STUB_MEMORY": "lots"}, "STUB_MEMORY must be a whole number of bytes such as 256Mi"),
+        ({"STUB_EXIT_AFTER": "-1s"}, "STUB_EXIT_AFTER must be a non-negative duration"),
+        ({"STUB_LIST_MODEL": "yes"}, "STUB_LIST_MODEL must be true or false"),
+        ({"STUB_LIST_MODEL": "true"}, "STUB_LIST_MODEL: --model 'ignored': "),
     ],
 )
 def test_engine_stub_refuses_bad_settings(env: dict[str, str], message: str) -> None:
     result = _run("noctaya-engine-stub", "--model=ignored", env=env)
     assert result.returncode == 1
     assert message in result.stderr
+
+
+async def test_engine_stub_holds_the_memory_it_is_told_to(commands: StartCommand) -> None:
+    engine, _ = await _engine(commands, STUB_MEMORY="64Mi")
+    assert _resident_bytes(engine.process.pid) >= 64 * 2**20
+    baseline, _ = await _engine(commands)
+    assert _resident_bytes(baseline.process.pid) < 64 * 2**20
+
+
+def _resident_bytes(pid: int) -> int:
+    status = Path(f"/proc/{pid}/status").read_text()
+    (line,) = [line for line in status.splitlines() if line.startswith("VmRSS:")]
+    return int(line.split()[1]) * 1024
+
+
+async def test_engine_stub_exits_1_after_a_set_time_as_a_failed_start_up(
+    commands: StartCommand,
+) -> None:
+    engine, url = await _engine(commands, STUB_EXIT_AFTER="1s", STUB_STARTUP_DELAY="1h")
+    started = time.monotonic()
+    async with aiohttp.ClientSession() as http, http.get(f"{url}/health") as health:
+        assert health.status == 503
+    assert await engine.wait_exit(within=10) == 1
+    assert 0.5 <= time.monotonic() - started <= 3
+    assert "exiting after 1s (STUB_EXIT_AFTER)" in engine.text()
+
+
+async def test_engine_stub_lists_the_model_directory_it_was_given(
+    commands: StartCommand, tmp_path: Path
+) -> None:
+    model = tmp_path / "model"
+    (model / "tokenizer").mkdir(parents=True)
+    (model / "config.json").write_bytes(b"{}")
+    vocab = b"a\nb\n"
+    (model / "tokenizer" / "vocab.txt").write_bytes(vocab)
+    engine = commands(
+        "noctaya-engine-stub",
+        {"STUB_LISTEN_ADDR": "127.0.0.1:0", "STUB_LIST_MODEL": "true"},
+        f"--model={model}",
+        "--served-model-name=m",
+    )
+    await engine.wait_for_line(LISTENING)
+    files = re.findall(r"model file (\S+ \d+ sha256:[0-9a-f]{64})", engine.text())
+    assert files == [
+        f"config.json 2 sha256:{hashlib.sha256(b'{}').hexdigest()}",
+        f"tokenizer/vocab.txt 4 sha256:{hashlib.sha256(vocab).hexdigest()}",
+    ]
 
 
 async def _engine(commands: StartCommand, **env: str) -> tuple[Command, str]:

@@ -252,6 +252,9 @@ def test_settings_defaults_and_overrides() -> None:
     defaults = load_settings({})
     assert (defaults.listen_addr, defaults.startup_delay) == (":8000", 0.0)
     assert (defaults.token_count, defaults.token_delay) == (1, 0.05)
+    assert (defaults.memory, defaults.exit_after, defaults.list_model) == (0, None, False)
+    faults = load_settings({"STUB_MEMORY": "1Ki", "STUB_EXIT_AFTER": "0s", "STUB_LIST_MODEL": "1"})
+    assert (faults.memory, faults.exit_after, faults.list_model) == (1024, 0.0, True)
     custom = load_settings(
         {"STUB_STARTUP_DELAY": "2s", "STUB_TOKEN_COUNT": "4", "STUB_TOKEN_DELAY": "0s"}
     )
