@@ -122,13 +122,26 @@ def test_a_terminal_gets_a_live_bar(hub: Hub, tmp_path: Path) -> None:
 def test_permanent_failure_exits_2_naming_the_source_and_the_reason(
     hub: Hub, tmp_path: Path
 ) -> None:
-    result = run("hf://acme/missing", "--cache", str(tmp_path), env=hub_env(hub))
+    """The last line of stderr says it, and so does the termination message a kubelet reads
+    (a file it creates for the container; none is created where it is absent)."""
+    termination_log = tmp_path / "termination-log"
+    termination_log.write_text("left by an earlier attempt, longer than the message")
+    absent = tmp_path / "absent" / "termination-log"
 
-    assert result.returncode == 2
-    assert result.stderr.strip().splitlines()[-1] == (
+    cache, env = str(tmp_path / "cache"), hub_env(hub)
+    result = run(
+        "hf://acme/missing", "--cache", cache, "--termination-log", str(termination_log), env=env
+    )
+    again = run("hf://acme/missing", "--cache", cache, "--termination-log", str(absent), env=env)
+
+    assert result.returncode == again.returncode == 2
+    expected = (
         "noctaya-fetch: hf://acme/missing: repository not found "
         "(or private and HF_TOKEN does not grant access)"
     )
+    assert result.stderr.strip().splitlines()[-1] == expected
+    assert termination_log.read_text() == expected
+    assert not absent.parent.exists()
     assert result.stdout == ""
 
 

@@ -8,6 +8,7 @@ tells a Job controller whether another try can help.
 from __future__ import annotations
 
 import argparse
+import contextlib
 import logging
 import os
 import sys
@@ -24,6 +25,9 @@ EXIT_TRANSIENT = 75
 """EX_TEMPFAIL: the network or the server failed after every retry; try again later."""
 EXIT_INTERNAL = 70
 """EX_SOFTWARE: a failure the fetcher does not know how to classify."""
+TERMINATION_LOG = Path("/dev/termination-log")
+"""Kubernetes' default terminationMessagePath: the failure line written there becomes the
+container's termination message, which the operator quotes in the service's status."""
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -65,10 +69,10 @@ def main(argv: Sequence[str] | None = None) -> int:
         if arguments.ready_marker is not None:
             write_marker(arguments.ready_marker)
     except FetchError as error:
-        print(f"noctaya-fetch: {error}", file=sys.stderr)
+        _failed(f"noctaya-fetch: {error}", arguments.termination_log)
         return EXIT_TRANSIENT if error.transient else EXIT_PERMANENT
     except OSError as error:
-        print(f"noctaya-fetch: {uri}: {error}", file=sys.stderr)
+        _failed(f"noctaya-fetch: {uri}: {error}", arguments.termination_log)
         return EXIT_TRANSIENT
     elapsed = time.monotonic() - started
     fetched = progress.done() - progress.resumed
@@ -83,6 +87,15 @@ def main(argv: Sequence[str] | None = None) -> int:
         )
     print(path)
     return 0
+
+
+def _failed(line: str, termination_log: Path) -> None:
+    """The failure on stderr, and as the termination message where a kubelet provides the file
+    (outside a container there is none, and nothing is created)."""
+    print(line, file=sys.stderr)
+    with contextlib.suppress(OSError), termination_log.open("r+") as message:
+        message.truncate()
+        message.write(line)
 
 
 def _parser() -> argparse.ArgumentParser:
@@ -121,6 +134,13 @@ def _parser() -> argparse.ArgumentParser:
     )
     parser.add_argument(
         "--attempts", type=_positive, default=6, help="tries per download, the first included"
+    )
+    parser.add_argument(
+        "--termination-log",
+        type=Path,
+        default=TERMINATION_LOG,
+        help="where to write the failure line for Kubernetes if that file exists "
+        "(default /dev/termination-log)",
     )
     parser.add_argument(
         "--progress-interval",
