@@ -98,10 +98,10 @@ def _runtime(changes: dict[str, Any]) -> Manifest:
             id="drainTimeout-negative",
         ),
         pytest.param(
-            _service({"model": {"source": {"secretRef": {"name": "pull"}}}}),
+            _service({"model": {"source": {"uri": "pvc://weights", "secretRef": {"name": "x"}}}}),
             "spec.model.source.secretRef",
-            "secretRef is supported only for oci:// sources",
-            id="secretRef-on-hf-source",
+            "secretRef is supported only for oci://, hf:// and modelscope:// sources",
+            id="secretRef-on-pvc-source",
         ),
         pytest.param(
             _service({"model": {"source": {"uri": OCI_URI, "secretRef": {}}}}),
@@ -291,6 +291,20 @@ def test_violating_manifest_is_rejected_at_admission_naming_field_and_rule(
             ["model", "source", "secretRef"],
             {"name": "pull"},
             id="secretRef-on-oci-source",
+        ),
+        pytest.param(
+            _service({"model": {"source": {"secretRef": {"name": "hub-token"}}}}),
+            ["model", "source", "secretRef"],
+            {"name": "hub-token"},
+            id="secretRef-on-hf-source",
+        ),
+        pytest.param(
+            _service(
+                {"model": {"source": {"uri": "ModelScope://a/b", "secretRef": {"name": "t"}}}}
+            ),
+            ["model", "source", "secretRef"],
+            {"name": "t"},
+            id="secretRef-on-modelscope-source",
         ),
         pytest.param(
             _service({"runtime": {"name": None, "selector": {"vendor": ["ascend", "nvidia"]}}}),

@@ -94,3 +94,47 @@ def test_a_missing_noctaya_fetch_is_one_clear_line(
         f"noctaya-fetch not found; install the noctaya-fetch package to fetch {MODEL}"
     )
     assert hub.requests == []
+
+
+def test_a_mirror_in_the_runtime_env_is_where_the_fetch_goes(
+    hub: Hub, start_local: StartLocal, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The runtime's hub-steering env reaches the fetch as it reaches the engine."""
+    monkeypatch.setenv("HF_ENDPOINT", "http://127.0.0.1:9")  # nothing listens there
+    service = service_doc(model={"source": {"uri": MODEL}}, cache={"prewarm": True})
+    service["spec"]["scaling"]["min"] = 1
+    runtime = runtime_doc(PORT, env={"HF_ENDPOINT": hub.url})
+    manifest = write_manifest(tmp_path / "svc.yaml", runtime, service)
+
+    local = start_local(manifest, "--cache", str(tmp_path / "models"))
+
+    assert local.wait_for(SUMMARY)["path"].endswith(COMMIT)
+    assert local.stop() == 0
+    assert hub.downloads("weights.bin")
+
+
+def test_a_hub_secret_ref_needs_its_token_in_the_environment(
+    hub: Hub,
+    start_local: StartLocal,
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    hub.token = "hf_local_secret"
+    source = {"uri": MODEL, "secretRef": {"name": "hub-token"}}
+    service = service_doc(model={"source": source}, cache={"prewarm": True})
+    service["spec"]["scaling"]["min"] = 1
+    manifest = write_manifest(tmp_path / "svc.yaml", runtime_doc(PORT), service)
+
+    assert main([str(manifest), "--cache", str(tmp_path / "models")]) == 2
+    assert capsys.readouterr().err.strip() == (
+        'noctaya-local: LLMService spec.model.source.secretRef: local mode cannot read Secret '
+        '"hub-token"; set HF_TOKEN (or HF_TOKEN_FILE, a file holding it) to the hub token'
+    )
+    assert hub.requests == []
+
+    monkeypatch.setenv("HF_TOKEN", hub.token)
+    local = start_local(manifest, "--cache", str(tmp_path / "models"))
+    assert local.wait_for(SUMMARY)
+    assert local.stop() == 0
+    assert "hf_local_secret" not in local.log()

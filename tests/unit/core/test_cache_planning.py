@@ -16,7 +16,7 @@ from noctaya.core.cache_planning import (
     wait_for_marker_program,
 )
 from noctaya.core.errors import NoctayaError
-from noctaya.core.model_source import LiteralEnv, ResolvedModel, resolve_model
+from noctaya.core.model_source import LiteralEnv, ResolvedModel, SecretEnv, resolve_model
 from noctaya.core.values import Quantity
 
 DIGEST = "0123456789abcdef" * 4
@@ -233,6 +233,53 @@ def test_oci_registry_credentials_come_from_a_mounted_file() -> None:
     assert job.registry_secret_name == "registry-creds"
     assert job.command[-2:] == ("--registry-config", "/var/run/noctaya/registry-auth/config.json")
     assert "registry-creds" not in job.command
+
+
+def test_a_hub_token_reaches_the_job_from_its_secret_never_in_the_command() -> None:
+    model = resolve_model("hf://Org/Gated", secret_ref_name="hub-token")
+    job = prewarm(cache(model=model, prewarm=True), model)
+    assert job is not None
+    assert job.token_env == SecretEnv("HF_TOKEN", "hub-token", "token")
+    assert job.registry_secret_name is None
+    assert job.command == ("noctaya-fetch", "hf://Org/Gated", "--cache", "/cache")
+
+
+SERVING_ENV = (
+    {"name": "HF_ENDPOINT", "value": "https://mirror.example"},
+    {"name": "HF_HUB_DISABLE_XET", "value": "1"},
+    {"name": "MODELSCOPE_DOMAIN", "value": "ms.example"},
+    {"name": "https_proxy", "value": "http://proxy:3128"},
+    {"name": "HTTP_PROXY", "valueFrom": {"configMapKeyRef": {"name": "p", "key": "http"}}},
+    {"name": "NO_PROXY", "value": ".svc"},
+    {"name": "HF_TOKEN_PATH", "value": "/x"},
+    {"name": "VLLM_USE_MODELSCOPE", "value": "true"},
+    {"name": "MODELSCOPE_CACHE", "value": "/cache/modelscope"},
+    {"name": "MODELSCOPE_API_TOKEN", "valueFrom": {"secretKeyRef": {"name": "a", "key": "b"}}},
+    {"name": "HF_HOME", "value": "/cache/hf"},
+    {"name": "ALL_PROXY_HOST", "value": "x"},
+)
+
+
+STEERING = ["HF_ENDPOINT", "HF_HUB_DISABLE_XET", "MODELSCOPE_DOMAIN", "https_proxy", "HTTP_PROXY"]
+
+
+@pytest.mark.parametrize(
+    ("uri", "copied"),
+    [
+        ("modelscope://Qwen/Qwen3-8B", [*STEERING, "NO_PROXY"]),
+        (OCI_URI, [*STEERING, "NO_PROXY", "MODELSCOPE_API_TOKEN"]),
+    ],
+    ids=["modelscope-with-its-own-token", "oci"],
+)
+def test_the_serving_containers_hub_steering_env_reaches_the_job(
+    uri: str, copied: list[str]
+) -> None:
+    """Mirrors and proxies apply to every fetch; what the Job sets itself (cache homes, model
+    env, the service's own token) is not copied."""
+    model = resolve_model(uri, secret_ref_name="creds")
+    job = plan_prewarm(cache(model=model, prewarm=True), model, IMAGE, SERVING_ENV)
+    assert job is not None
+    assert [entry["name"] for entry in job.runtime_env] == copied
 
 
 # --- the wait-for-prewarm init container ---------------------------------------------------

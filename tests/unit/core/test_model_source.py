@@ -7,6 +7,7 @@ from noctaya.core.model_source import (
     Delivery,
     LiteralEnv,
     ResolvedModel,
+    SecretEnv,
     SourceKind,
     resolve_model,
     resolve_model_spec,
@@ -163,10 +164,36 @@ def test_bad_oci_reference_is_reported_before_an_empty_secret_name() -> None:
     assert error.message.startswith("invalid oci uri")
 
 
-@pytest.mark.parametrize("uri", ["hf://Org/Model", "pvc://claim", "s3://bucket/model"])
-def test_secret_ref_is_only_for_oci_and_checked_before_the_scheme(uri: str) -> None:
+@pytest.mark.parametrize("uri", ["pvc://claim", "s3://bucket/model"])
+def test_secret_ref_is_only_for_credentialed_sources_and_checked_before_the_scheme(
+    uri: str,
+) -> None:
     error = model_error(uri, secret_ref_name="creds")
-    assert error.message == "model.source.secretRef is supported only for oci:// sources"
+    assert error.message == (
+        "model.source.secretRef is supported only for oci://, hf:// and modelscope:// sources"
+    )
+
+
+@pytest.mark.parametrize(
+    ("uri", "variable"),
+    [
+        ("hf://Org/Gated", "HF_TOKEN"),
+        ("HuggingFace://Org/Gated", "HF_TOKEN"),
+        ("modelscope://Org/Gated", "MODELSCOPE_API_TOKEN"),
+    ],
+)
+def test_a_hub_secret_ref_is_the_token_variable_read_from_its_token_key(
+    uri: str, variable: str
+) -> None:
+    model = resolve_model(uri, secret_ref_name="hub-token")
+    assert model.token_env == SecretEnv(variable, "hub-token", "token")
+    assert model.oci_secret_name is None
+    assert resolve_model(uri).token_env is None
+
+
+def test_a_hub_secret_ref_without_a_name_is_rejected() -> None:
+    error = model_error("hf://Org/Gated", secret_ref_name="")
+    assert error.message == "model.source.secretRef.name is required"
 
 
 @pytest.mark.parametrize("uri", [None, ""])

@@ -195,7 +195,7 @@ CEL_MESSAGES = {
     "LLMService": {
         "spec.model": ["set exactly one of source or catalogRef"],
         "spec.model.source": [
-            "secretRef is supported only for oci:// sources",
+            "secretRef is supported only for oci://, hf:// and modelscope:// sources",
             "secretRef.name is required",
         ],
         "spec.runtime": ["set exactly one of name or selector.vendor"],

@@ -129,6 +129,33 @@ def test_render_prints_the_operators_objects_in_apply_order(
     assert {o["metadata"]["namespace"] for o in objects} == {"default"}
 
 
+def test_render_shows_a_hub_token_as_a_secret_reference_in_the_job_and_the_backend(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    mirror = {"name": "HF_ENDPOINT", "value": "https://hf-mirror.example"}
+    files = write(
+        tmp_path / "gated.yaml",
+        inference_runtime("rt", {"container": {"env": [mirror]}}),
+        llmservice(
+            "gated",
+            {
+                "model": {"source": {"uri": "hf://acme/gated", "secretRef": {"name": "hf"}}},
+                "runtime": {"name": "rt"},
+                "cache": {"prewarm": True},
+            },
+        ),
+    )
+    code, out, err = run(capsys, "render", "-f", str(files))
+    assert (code, err) == (0, "")
+    objects = {(o["kind"], o["metadata"]["name"]): o for o in yaml.safe_load_all(out)}
+    token = {"name": "HF_TOKEN", "valueFrom": {"secretKeyRef": {"name": "hf", "key": "token"}}}
+    [prewarm] = objects["Job", "gated-prewarm"]["spec"]["template"]["spec"]["containers"]
+    [serving] = objects["Deployment", "gated"]["spec"]["template"]["spec"]["containers"]
+    assert prewarm["env"][-2:] == [mirror, token]
+    assert mirror in serving["env"]
+    assert token in serving["env"]
+
+
 def test_render_writes_nothing_when_any_service_is_invalid(
     tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:

@@ -8,10 +8,13 @@ an init container and a Job.
 
 from __future__ import annotations
 
+import re
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
+from typing import Any
 
 from noctaya.core.errors import NoctayaError
-from noctaya.core.model_source import LiteralEnv, ResolvedModel, SourceKind
+from noctaya.core.model_source import LiteralEnv, ResolvedModel, SecretEnv, SourceKind
 from noctaya.core.values import Quantity
 from noctaya.core.values.go_text import go_quote
 
@@ -32,6 +35,9 @@ CACHE_ENV = (
 )
 PREWARM_ENV = (*CACHE_ENV, LiteralEnv("TORCH_DEVICE_BACKEND_AUTOLOAD", "0"))
 """A prewarm Job has no accelerator; stop torch from probing for device backends."""
+_HUB_STEERING_ENV = re.compile(r"HF_ENDPOINT|HF_HUB_\w+|MODELSCOPE_\w+|(?i:https?_proxy|no_proxy)")
+"""Runtime env that steers hub and HTTP clients (mirrors, proxies, hub client settings), which
+the prewarm Job needs as much as the serving container."""
 
 FETCH_COMMAND = "noctaya-fetch"
 """The fetcher the prewarm / staging Job runs from the Noctaya image (which has no shell)."""
@@ -88,6 +94,10 @@ class PrewarmPlan:
     """The Noctaya image, which carries `noctaya-fetch`."""
     volume: CacheVolume
     env: tuple[LiteralEnv, ...]
+    runtime_env: tuple[Mapping[str, Any], ...]
+    """Wire-form EnvVars copied from the serving container: the hub-steering ones."""
+    token_env: SecretEnv | None
+    """The hub token from the model's `secretRef`, last, so it wins over a runtime's."""
     command: tuple[str, ...]
     registry_secret_name: str | None
     """The dockerconfigjson Secret mounted read-only for `--registry-config`, if any."""
@@ -140,11 +150,17 @@ def _cache_volume(
     raise NoctayaError("Render", f"cache strategy {go_quote(strategy)} is not supported in v0")
 
 
-def plan_prewarm(cache: CachePlan, model: ResolvedModel, image: str) -> PrewarmPlan | None:
+def plan_prewarm(
+    cache: CachePlan,
+    model: ResolvedModel,
+    image: str,
+    serving_env: Iterable[Mapping[str, Any]] = (),
+) -> PrewarmPlan | None:
     """The prewarm / staging Job, if one is needed; OCI without a cache is a `Prewarm` error.
 
     Mounted (`pvc://`) weights never need one; OCI artifacts always do; hub models only when
-    `cache.prewarm` asks for it and there is a persistent cache to fill.
+    `cache.prewarm` asks for it and there is a persistent cache to fill. `serving_env` is the
+    serving container's wire-form env, whose hub-steering entries the Job gets too.
     """
     oci = model.kind is SourceKind.OCI
     if model.kind is SourceKind.PVC or not (cache.prewarm or oci):
@@ -159,8 +175,28 @@ def plan_prewarm(cache: CachePlan, model: ResolvedModel, image: str) -> PrewarmP
         image=image,
         volume=cache.volume,
         env=(*PREWARM_ENV, *model.env),
+        runtime_env=hub_steering_env(serving_env, model),
+        token_env=model.token_env,
         command=fetch_command(model, cache),
         registry_secret_name=model.oci_secret_name if oci else None,
+    )
+
+
+def is_hub_steering(name: str) -> bool:
+    """`HF_ENDPOINT`, `HF_HUB_*`, `MODELSCOPE_*`, `HTTP(S)_PROXY` and `NO_PROXY` (any case)."""
+    return _HUB_STEERING_ENV.fullmatch(name) is not None
+
+
+def hub_steering_env(
+    env: Iterable[Mapping[str, Any]], model: ResolvedModel
+) -> tuple[Mapping[str, Any], ...]:
+    """The hub-steering entries of `env`, without those the Job sets itself (the cache homes,
+    the model's env and its token)."""
+    own = {item.name for item in (*PREWARM_ENV, *model.env)}
+    if model.token_env is not None:
+        own.add(model.token_env.name)
+    return tuple(
+        item for item in env if is_hub_steering(str(item.get("name"))) and item["name"] not in own
     )
 
 

@@ -25,7 +25,14 @@ MODEL_STORE_PATH = "/models"
 OCI_CACHE_ROOT = "/cache/oci"
 """Where promoted OCI artifacts live inside the cache volume."""
 READY_MARKER = ".noctaya-ready"
+HUB_TOKEN_KEY = "token"
+"""The key of a hub source's `secretRef` Secret that holds the access token."""
+HF_TOKEN = "HF_TOKEN"
+MODELSCOPE_TOKEN = "MODELSCOPE_API_TOKEN"
+"""The variables the Hugging Face and ModelScope clients read their access token from."""
 
+SECRET_REF_SCHEMES = frozenset({"oci", "hf", "huggingface", "modelscope"})
+"""The sources a `secretRef` gives credentials to: a registry's, or a hub's token."""
 _DNS1123_SUBDOMAIN = re.compile(r"[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*")
 _DNS1123_SUBDOMAIN_MAX = 253
 _OCI_REFERENCE = re.compile(
@@ -62,6 +69,16 @@ class LiteralEnv:
 
 
 @dataclass(frozen=True, slots=True)
+class SecretEnv:
+    """An environment variable read from a Secret's key (`secretKeyRef`): its value never
+    appears in a spec, an argument, a log or a status."""
+
+    name: str
+    secret_name: str
+    key: str
+
+
+@dataclass(frozen=True, slots=True)
 class ResolvedModel:
     """A parsed `spec.model`: the runtime's view (`path`, `env`) and what delivery needs."""
 
@@ -74,6 +91,8 @@ class ResolvedModel:
     oci_reference: str | None = None
     """`<registry>/<repository>@sha256:<digest>`, without the scheme."""
     oci_secret_name: str | None = None
+    token_env: SecretEnv | None = None
+    """A hub source's access token, from its `secretRef`, for the prewarm Job and the engine."""
     ready_path: str | None = None
     """The marker file whose presence means the promoted OCI artifact is complete."""
 
@@ -92,8 +111,9 @@ def resolve_model(
     """Parse `spec.model`; raise `NoctayaError("ModelResolution", …)` on any bad input.
 
     `secret_ref_name` is None when `source.secretRef` is absent and `""` when it is present with
-    an empty name, so "supported only for oci:// sources" and "name is required" can be told
-    apart.
+    an empty name, so "not supported for this source" and "name is required" can be told apart.
+    For `oci://` it names a dockerconfigjson Secret; for `hf://` and `modelscope://`, a Secret
+    whose key `token` holds the hub token.
     """
     if not uri:
         if catalog_ref:
@@ -103,13 +123,17 @@ def resolve_model(
     if not separator or not reference:
         raise _error(f"invalid model uri {go_quote(uri)}: expected scheme://reference")
     scheme = scheme.lower()
-    if secret_ref_name is not None and scheme != "oci":
-        raise _error("model.source.secretRef is supported only for oci:// sources")
+    if secret_ref_name is not None and scheme not in SECRET_REF_SCHEMES:
+        raise _error(
+            "model.source.secretRef is supported only for oci://, hf:// and modelscope:// sources"
+        )
     if scheme in ("hf", "huggingface"):
-        return ResolvedModel(kind=SourceKind.HF, path=reference)
+        token = _hub_token(HF_TOKEN, secret_ref_name)
+        return ResolvedModel(kind=SourceKind.HF, path=reference, token_env=token)
     if scheme == "modelscope":
         env = (LiteralEnv("VLLM_USE_MODELSCOPE", "true"),)
-        return ResolvedModel(kind=SourceKind.MODELSCOPE, path=reference, env=env)
+        token = _hub_token(MODELSCOPE_TOKEN, secret_ref_name)
+        return ResolvedModel(kind=SourceKind.MODELSCOPE, path=reference, env=env, token_env=token)
     if scheme == "pvc":
         return _resolve_pvc(uri, reference)
     if scheme == "oci":
@@ -128,6 +152,14 @@ def resolve_model_spec(spec: ModelSpec) -> ResolvedModel:
         secret_ref_name=source.secret_ref.name if source and source.secret_ref else None,
         catalog_ref=spec.catalog_ref,
     )
+
+
+def _hub_token(variable: str, secret_ref_name: str | None) -> SecretEnv | None:
+    if secret_ref_name is None:
+        return None
+    if not secret_ref_name:
+        raise _error("model.source.secretRef.name is required")
+    return SecretEnv(variable, secret_ref_name, HUB_TOKEN_KEY)
 
 
 def _resolve_pvc(uri: str, reference: str) -> ResolvedModel:

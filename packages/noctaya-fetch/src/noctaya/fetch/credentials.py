@@ -11,10 +11,10 @@ import json
 import os
 from pathlib import Path
 
+from noctaya.core.model_source import HF_TOKEN, MODELSCOPE_TOKEN
 from noctaya.fetch.errors import PermanentFetchError
 
-HF_TOKEN = "HF_TOKEN"
-MODELSCOPE_TOKEN = "MODELSCOPE_API_TOKEN"
+__all__ = ["HF_TOKEN", "MODELSCOPE_TOKEN", "check_registry_config", "hub_token"]
 
 
 def hub_token(variable: str, source: str) -> str | None:

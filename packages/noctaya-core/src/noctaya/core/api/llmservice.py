@@ -18,29 +18,33 @@ from noctaya.core.api.base import (
     empty_object_default,
 )
 from noctaya.core.api.kubernetes import Condition, LocalObjectReference, ObjectMeta, condition_list
+from noctaya.core.model_source import SECRET_REF_SCHEMES
 from noctaya.core.values import Duration
 from pydantic import ConfigDict, Field, ValidationInfo, field_validator, model_validator
 
 
 class ModelSource(ApiModel):
     model_config = ConfigDict(
-        json_schema_extra=rules.validations(rules.SECRET_REF_OCI_ONLY, rules.SECRET_REF_NAME)
+        json_schema_extra=rules.validations(rules.SECRET_REF_SOURCES, rules.SECRET_REF_NAME)
     )
 
     uri: str = Field(min_length=1)
     """hf:// (or huggingface://), modelscope://, oci://<registry>/<repository>@sha256:<digest>,
     or pvc://<claim>[/<subpath>]."""
     secret_ref: LocalObjectReference | None = None
-    """A kubernetes.io/dockerconfigjson Secret for oci:// sources, in the service namespace."""
+    """A Secret in the service namespace with the source's credentials. oci://: a
+    kubernetes.io/dockerconfigjson Secret for the registry. hf:// and modelscope://: a Secret
+    whose key `token` holds the hub access token (gated or private models), given to the
+    prewarm Job and the serving container as HF_TOKEN or MODELSCOPE_API_TOKEN."""
 
     @field_validator("secret_ref")
     @classmethod
-    def _secret_ref_only_for_oci(
+    def _secret_ref_for_credentialed_sources(
         cls, value: LocalObjectReference | None, info: ValidationInfo
     ) -> LocalObjectReference | None:
         if value is not None:
-            uri = info.data.get("uri", "")
-            rules.SECRET_REF_OCI_ONLY.check(uri.partition("://")[0].lower() == "oci")
+            scheme = info.data.get("uri", "").partition("://")[0].lower()
+            rules.SECRET_REF_SOURCES.check(scheme in SECRET_REF_SCHEMES)
             rules.SECRET_REF_NAME.check(bool(value.name))
         return value
 

@@ -48,9 +48,9 @@ MODEL_SOURCE_EXCLUSIVE = Rule(
     "set exactly one of source or catalogRef",
     "has(self.source) != (has(self.catalogRef) && self.catalogRef != '')",
 )
-SECRET_REF_OCI_ONLY = Rule(
-    "secretRef is supported only for oci:// sources",
-    "!has(self.secretRef) || self.uri.matches('^(?i:oci)://')",
+SECRET_REF_SOURCES = Rule(
+    "secretRef is supported only for oci://, hf:// and modelscope:// sources",
+    "!has(self.secretRef) || self.uri.matches('^(?i:oci|hf|huggingface|modelscope)://')",
     "secretRef",
 )
 SECRET_REF_NAME = Rule(
@@ -123,7 +123,7 @@ METRICS_QUEUE_DEPTH = Rule(
 
 ALL_RULES = (
     MODEL_SOURCE_EXCLUSIVE,
-    SECRET_REF_OCI_ONLY,
+    SECRET_REF_SOURCES,
     SECRET_REF_NAME,
     RUNTIME_SELECTION_EXCLUSIVE,
     SCALING_MIN_MAX,

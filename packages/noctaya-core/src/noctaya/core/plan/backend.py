@@ -12,7 +12,12 @@ from typing import Any
 from noctaya.core.api import InferenceRuntime, LLMService, Probe
 from noctaya.core.cache_planning import CACHE_MOUNT_PATH
 from noctaya.core.errors import NoctayaError
-from noctaya.core.model_source import MODEL_STORE_PATH, LiteralEnv, ResolvedModel
+from noctaya.core.model_source import (
+    MODEL_STORE_PATH,
+    LiteralEnv,
+    ResolvedModel,
+    SecretEnv,
+)
 from noctaya.core.ports import VendorAdapter
 from noctaya.core.templating import TemplateContext, render_args, render_env_values
 from noctaya.core.vendors import AcceleratorRequest, HostMount
@@ -55,7 +60,7 @@ class BackendPlan:
     image: str
     args: tuple[str, ...]
     env: tuple[dict[str, Any], ...]
-    """Wire-form EnvVars: runtime env (templated), then model env, then cache env."""
+    """Wire-form EnvVars: runtime env (templated), then model env and token, then cache env."""
     port_name: str
     port: int
     cpu: str | None
@@ -128,6 +133,21 @@ def _env(pairs: tuple[LiteralEnv, ...]) -> list[dict[str, Any]]:
     return [{"name": item.name, "value": item.value} for item in pairs]
 
 
+def _last_wins(env: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """One entry per name, the last: the service's own settings (its token, the cache homes)
+    override a runtime's, and server-side apply refuses a container with a name twice."""
+    last = {item["name"]: index for index, item in enumerate(env)}
+    return [item for index, item in enumerate(env) if last[item["name"]] == index]
+
+
+def secret_env(item: SecretEnv | None) -> list[dict[str, Any]]:
+    """The wire-form EnvVar of a Secret-held value, or nothing."""
+    if item is None:
+        return []
+    reference = {"name": item.secret_name, "key": item.key}
+    return [{"name": item.name, "valueFrom": {"secretKeyRef": reference}}]
+
+
 def plan_backend(
     service: LLMService,
     runtime: InferenceRuntime,
@@ -168,7 +188,7 @@ def plan_backend(
         server_form({**item.to_wire(), **({"value": value} if value is not None else {})})
         for item, value in zip(rt.container.env, values, strict=True)
     ]
-    env += _env(model.env) + _env(cache_env)
+    env = _last_wins([*env, *_env(model.env), *secret_env(model.token_env), *_env(cache_env)])
 
     volumes = [Volume("dshm", "emptyDir", "Memory")]
     mounts = [Mount("dshm", "/dev/shm")]

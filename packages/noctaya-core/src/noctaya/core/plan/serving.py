@@ -89,7 +89,7 @@ def plan_serving(
         backend=backend,
         gateway=gateway,
         cache=cache,
-        prewarm=plan_prewarm(cache, model, fetch_image or gateway_image),
+        prewarm=plan_prewarm(cache, model, fetch_image or gateway_image, backend.env),
     )
 
 

@@ -76,7 +76,13 @@ def main(argv: Sequence[str] | None = None) -> int:
     try:
         manifest = load_manifest(args.file)
         plan = plan_local(manifest, api_key_file=args.api_key_file)  # all checked before a fetch
-        fetch = plan_fetch(manifest.service, local_model(manifest.service), args.registry_config)
+        fetch = plan_fetch(
+            manifest.service,
+            local_model(manifest.service),
+            args.registry_config,
+            plan.engine.env,
+            os.environ,
+        )
         check_listen_port(plan, args.listen)
     except LocalConfigError as error:
         print(f"noctaya-local: {one_line(str(error))}", file=sys.stderr)

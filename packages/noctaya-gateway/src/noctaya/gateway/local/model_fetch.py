@@ -4,7 +4,8 @@ The same command the cluster's prewarm and staging Jobs run, started as a progra
 imported, so the hub clients stay out of the gateway's imports. It decides as the operator does
 whether a fetch is needed (an `oci://` artifact always, a hub model when `spec.cache.prewarm`
 asks for it), then hands the engine the fetched folder as `.Model.Path`. A second start finds
-the fetcher's completion marker and makes no network request.
+the fetcher's completion marker and makes no network request; two local modes fetching one model
+into one cache download it once (the fetcher lets one of them own the download).
 """
 
 from __future__ import annotations
@@ -19,7 +20,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from noctaya.core.api import LLMService
-from noctaya.core.cache_planning import FETCH_COMMAND, fetch_uri, plan_prewarm
+from noctaya.core.cache_planning import FETCH_COMMAND, fetch_uri, is_hub_steering, plan_prewarm
 from noctaya.core.errors import NoctayaError
 from noctaya.core.model_source import ResolvedModel
 from noctaya.core.plan.serving import plan_service_cache
@@ -38,6 +39,8 @@ class ModelFetch:
 
     uri: str
     registry_config: str | None
+    env: Mapping[str, str]
+    """The engine's hub-steering env (mirrors, proxies), set on top of local mode's own."""
 
     def argv(self, executable: str, cache: Path) -> list[str]:
         argv = [executable, self.uri, "--cache", str(cache)]
@@ -53,9 +56,24 @@ def default_cache(environ: Mapping[str, str]) -> Path:
 
 
 def plan_fetch(
-    service: LLMService, model: ResolvedModel, registry_config: str | None
+    service: LLMService,
+    model: ResolvedModel,
+    registry_config: str | None,
+    engine_env: Mapping[str, str],
+    environ: Mapping[str, str],
 ) -> ModelFetch | None:
-    """The fetch the operator would run as a Job for this service, or None if it runs none."""
+    """The fetch the operator would run as a Job for this service, or None if it runs none.
+
+    A hub token the model's `secretRef` names must be in the environment, whoever downloads:
+    local mode reads no Secret, and the engine downloads a model that is not prewarmed.
+    """
+    token = model.token_env
+    if token is not None and not (environ.get(token.name) or environ.get(f"{token.name}_FILE")):
+        raise LocalConfigError(
+            "LLMService spec.model.source.secretRef: local mode cannot read Secret "
+            f"{go_quote(token.secret_name)}; set {token.name} (or {token.name}_FILE, a file "
+            "holding it) to the hub token"
+        )
     try:
         cache = plan_service_cache(service, model)
         job = plan_prewarm(cache, model, FETCH_COMMAND)
@@ -69,7 +87,11 @@ def plan_fetch(
             f"{go_quote(model.oci_secret_name)}; pass --registry-config with its "
             "dockerconfigjson file"
         )
-    return ModelFetch(fetch_uri(model), registry_config if model.oci_secret_name else None)
+    return ModelFetch(
+        fetch_uri(model),
+        registry_config if model.oci_secret_name else None,
+        {name: value for name, value in engine_env.items() if is_hub_steering(name)},
+    )
 
 
 async def fetch_model(fetch: ModelFetch, cache: Path, environ: Mapping[str, str]) -> str | None:
@@ -86,7 +108,7 @@ async def fetch_model(fetch: ModelFetch, cache: Path, environ: Mapping[str, str]
     log.info("fetching %s into %s", fetch.uri, cache)
     process = await asyncio.create_subprocess_exec(
         *fetch.argv(executable, cache),
-        env=dict(environ),
+        env={**environ, **fetch.env},
         stdin=asyncio.subprocess.DEVNULL,
         stdout=asyncio.subprocess.PIPE,
         process_group=0,

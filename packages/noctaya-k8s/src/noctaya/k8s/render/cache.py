@@ -16,6 +16,7 @@ from noctaya.core.cache_planning import (
     HostPathCache,
     PvcCache,
 )
+from noctaya.core.plan.backend import secret_env
 from noctaya.core.plan.serving import ServingPlan, cache_volume
 from noctaya.k8s.apply import with_create_once_hash
 from noctaya.k8s.render.backend import apply_scheduling, render_volume, template_metadata
@@ -66,7 +67,11 @@ def render_prewarm_job(plan: ServingPlan) -> Obj | None:
         "name": "prewarm",
         "image": prewarm.image,
         "command": list(prewarm.command),
-        "env": [{"name": e.name, "value": e.value} for e in prewarm.env],
+        "env": [
+            *({"name": e.name, "value": e.value} for e in prewarm.env),
+            *(dict(e) for e in prewarm.runtime_env),
+            *secret_env(prewarm.token_env),
+        ],
         "volumeMounts": [mount(CACHE_VOLUME_NAME, CACHE_MOUNT_PATH)],
     }
     if prewarm.registry_secret_name:
