@@ -10,7 +10,7 @@ from support.custom_resources import CustomResources
 from support.envtest.crds import established
 from support.manifests import inference_runtime, llmservice
 
-pytestmark = pytest.mark.integration
+pytestmark = [pytest.mark.integration, pytest.mark.kubernetes_matrix]
 
 
 @pytest.mark.parametrize(

@@ -9,7 +9,7 @@ from kubernetes.client.exceptions import ApiException
 from support.custom_resources import CustomResources, Manifest
 from support.envtest.api_errors import api_status
 
-pytestmark = pytest.mark.integration
+pytestmark = [pytest.mark.integration, pytest.mark.kubernetes_matrix]
 
 
 def _scaled_object(

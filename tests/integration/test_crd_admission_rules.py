@@ -15,7 +15,7 @@ from support.custom_resources import CustomResources, Manifest
 from support.envtest.api_errors import api_status
 from support.manifests import inference_runtime, llmservice
 
-pytestmark = pytest.mark.integration
+pytestmark = [pytest.mark.integration, pytest.mark.kubernetes_matrix]
 
 OCI_URI = "oci://registry.example/models/qwen@sha256:" + "a" * 64
 TLS_AUTH_REF = {"name": "scaler-client-tls"}

@@ -275,8 +275,8 @@ def test_a_megabyte_service_name_is_refused_naming_the_field(tmp_path: Path) -> 
     service["metadata"]["name"] = "a" * 1_000_000
     error, _ = run_command(write_manifest(tmp_path / "svc.yaml", runtime_doc(PORT), service))
     assert (
-        "document 2: LLMService metadata.name: Invalid value: "
-        f'"{"a" * 64}"... (1000000 characters): must be no more than 63 characters'
+        "document 2: invalid LLMService: metadata.name: Invalid value: "
+        f'"{"a" * 64}"... (1000000 characters): must be no more than 55 characters'
     ) in error
     assert len(error) < 500
 
@@ -284,9 +284,10 @@ def test_a_megabyte_service_name_is_refused_naming_the_field(tmp_path: Path) -> 
 @pytest.mark.parametrize(
     ("kind", "name", "expected"),
     [
-        ("LLMService", "a" * 64, "must be no more than 63 characters"),
-        ("LLMService", "my.svc", "a lowercase RFC 1123 label must consist of"),
-        ("LLMService", "Svc", "a lowercase RFC 1123 label must consist of"),
+        ("LLMService", "a" * 56, "must be no more than 55 characters"),
+        ("LLMService", "my.svc", "a DNS-1035 label must consist of"),
+        ("LLMService", "Svc", "a DNS-1035 label must consist of"),
+        ("LLMService", "1svc", "a DNS-1035 label must consist of"),
         ("InferenceRuntime", "r" * 254, "must be no more than 253 characters"),
         ("InferenceRuntime", "vllm_0.8", "a lowercase RFC 1123 subdomain must consist of"),
         ("InferenceRuntime", "-vllm", "a lowercase RFC 1123 subdomain must consist of"),
@@ -299,15 +300,15 @@ def test_names_follow_the_cluster_rules(
     document = service if kind == "LLMService" else runtime
     document["metadata"]["name"] = name
     error = run(tmp_path, capsys, runtime, service)
-    assert f"{kind} metadata.name: Invalid value: " in error
+    assert f"invalid {kind}: metadata.name: Invalid value: " in error
     assert expected in error
 
 
 def test_names_the_cluster_accepts_are_served(tmp_path: Path) -> None:
     service = validate_document(service_doc(runtime="vllm-0.8.nvidia"), "svc.yaml: document 1")
     assert isinstance(service, LLMService)
-    long_label = {**service_doc(), "metadata": {"name": "s" * 63, "namespace": "team-a"}}
-    assert validate_document(long_label, "svc.yaml: document 1").metadata.name == "s" * 63
+    longest = {**service_doc(), "metadata": {"name": "s" * 55, "namespace": "team-a"}}
+    assert validate_document(longest, "svc.yaml: document 1").metadata.name == "s" * 55
     runtime = {**runtime_doc(PORT), "metadata": {"name": "vllm-0.8.nvidia"}}
     assert validate_document(runtime, "svc.yaml: document 2").metadata.name == "vllm-0.8.nvidia"
 

@@ -277,3 +277,84 @@ def test_yaml_python_cannot_build_is_one_problem_with_its_place(
     [line] = err.splitlines()
     assert line.startswith(f"{path}: ")
     assert problem in line
+
+
+def test_a_pinned_runtime_given_but_invalid_is_the_cause_not_a_missing_runtime(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    broken = inference_runtime("vllm-nvidia", {"container": {"port": {"containerPort": 0}}})
+    manifest = write(tmp_path / "both.yaml", broken, llmservice("svc"))
+    code, _, err = run(capsys, "validate", "-f", str(manifest))
+    assert code == 1
+    lines = err.splitlines()
+    assert lines[0].startswith(f"{manifest} (document 1): InferenceRuntime vllm-nvidia: ")
+    assert lines[1] == (
+        f"{manifest} (document 2): LLMService default/svc: RuntimeResolution: "
+        f'InferenceRuntime "vllm-nvidia" in {manifest} (document 1) is invalid (its problems '
+        "are listed with it), so no service can use it"
+    )
+    assert "not found" not in err
+
+
+@pytest.mark.parametrize(
+    ("spec", "warning"),
+    [
+        (
+            {"cache": {"strategy": "None", "prewarm": True}},
+            "spec.cache.prewarm: has no effect with cache.strategy None: there is no cache",
+        ),
+        (
+            {"model": {"source": {"uri": "pvc://weights/qwen"}}, "cache": {"prewarm": True}},
+            "spec.cache.prewarm: has no effect: a pvc:// model is mounted, never downloaded",
+        ),
+        (
+            {"cache": {"strategy": "HostPath", "size": "10Gi"}},
+            "spec.cache.size: has no effect with cache.strategy HostPath: no cache claim",
+        ),
+        (
+            {"cache": {"strategy": "None", "storageClassName": "fast"}},
+            "spec.cache.storageClassName: has no effect with cache.strategy None",
+        ),
+        (
+            {"endpoint": {"openAICompatible": False}},
+            "spec.endpoint.openAICompatible: has no effect: the gateway always serves",
+        ),
+        (
+            {"endpoint": {"coldStart": {"mode": "reject", "heartbeatInterval": "2s"}}},
+            "spec.endpoint.coldStart.heartbeatInterval: has no effect with coldStart.mode reject",
+        ),
+        (
+            {"scaling": {"drainTimeout": "30s"}},
+            'spec.scaling.drainTimeout: has no effect: InferenceRuntime "vllm-nvidia" does not '
+            "set lifecycle.preStopDrain",
+        ),
+    ],
+)
+def test_settings_that_do_nothing_are_warnings_that_fail_nothing(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], spec: dict[str, object], warning: str
+) -> None:
+    manifest = write(
+        tmp_path / "svc.yaml", inference_runtime("vllm-nvidia"), llmservice("svc", spec)
+    )
+    code, out, err = run(capsys, "validate", "-f", str(manifest))
+    assert code == 0
+    assert out == "2 documents valid, 1 warning\n"
+    assert err.startswith(f"{manifest} (document 2): LLMService default/svc: warning: {warning}")
+
+
+def test_defaults_and_effective_settings_warn_of_nothing(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    runtime = inference_runtime("vllm-nvidia", {"lifecycle": {"preStopDrain": True}})
+    service = llmservice(
+        "svc",
+        {
+            "cache": {"strategy": "SharedPVC", "size": "10Gi", "prewarm": True},
+            "scaling": {"drainTimeout": "30s"},
+            "endpoint": {"coldStart": {"mode": "keepalive", "heartbeatInterval": "2s"}},
+        },
+    )
+    code, out, err = run(
+        capsys, "validate", "-f", str(write(tmp_path / "s.yaml", runtime, service))
+    )
+    assert (code, out, err) == (0, "2 documents valid\n", "")

@@ -105,7 +105,7 @@ def _check(args: argparse.Namespace) -> Outcome | None:
     except NoctayaError as error:  # the vendor plugins themselves cannot be loaded
         print(f"noctaya: {error.reason}: {error.message}", file=sys.stderr)
         return None
-    for problem in outcome.problems:
+    for problem in outcome.problems + outcome.warnings:
         print(problem, file=sys.stderr)
     return None if outcome.problems else outcome
 
@@ -122,7 +122,9 @@ def _validate(args: argparse.Namespace) -> int:
     outcome = _check(args)
     if outcome is None:
         return 1
-    print(f"{outcome.documents} documents valid")
+    count = len(outcome.warnings)
+    warned = f", {count} warning{'' if count == 1 else 's'}" if count else ""
+    print(f"{outcome.documents} documents valid{warned}")
     return 0
 
 

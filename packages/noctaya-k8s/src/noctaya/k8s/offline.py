@@ -1,11 +1,13 @@
 """`noctaya render` and `noctaya validate`: the operator's answer for manifests, without a cluster.
 
 Documents are decoded strictly (`parse_*`: a typo is an error, not a silently dropped field),
-then every valid LLMService is planned by the operator's `ServicePlanner` against the
-InferenceRuntimes in the same files and rendered by the operator's `render_serving`, so a
-problem reads exactly as the operator's condition would (`Reason: message`), and a clean
-service renders exactly the objects the operator applies (it adds only the owner reference and
-its applied-hash annotation, which need the live service).
+with the rules admission runs (the CRD's schema and CEL rules, and the API server's own checks
+of names, labels and annotations), then every valid LLMService is planned by the operator's
+`ServicePlanner` against the InferenceRuntimes in the same files and rendered by the operator's
+`render_serving`, so a problem reads exactly as the operator's condition would
+(`Reason: message`), and a clean service renders exactly the objects the operator applies (it
+adds only the owner reference and its applied-hash annotation, which need the live service).
+Settings that are valid but do nothing are warnings, which fail nothing.
 """
 
 from __future__ import annotations
@@ -19,7 +21,9 @@ from noctaya.core.api import InvalidResource, LLMService, parse_inferenceruntime
 from noctaya.core.api.json_shape import quote
 from noctaya.core.api.yaml_documents import ManifestYAMLError, read_documents
 from noctaya.core.errors import NoctayaError
+from noctaya.core.ineffective_settings import ineffective_settings
 from noctaya.core.plugins import VendorRegistry
+from noctaya.core.runtime_selection import pinned_runtime_name
 from noctaya.k8s import kinds
 from noctaya.k8s.manifest_yaml import dump_manifest
 from noctaya.k8s.planning import ServicePlanner
@@ -56,6 +60,7 @@ class Outcome:
 
     objects: list[KubeObject] = field(default_factory=list)
     problems: list[Problem] = field(default_factory=list)
+    warnings: list[Problem] = field(default_factory=list)
     documents: int = 0
 
     def yaml(self) -> str:
@@ -75,15 +80,16 @@ def render_files(
     documents = _read_all(_expand(paths, outcome.problems), outcome.problems)
     outcome.documents = len(documents)
     runtimes: dict[str, KubeObject] = {}
+    invalid_runtimes: dict[str, str] = {}
     services: dict[tuple[str, str], tuple[str, LLMService]] = {}
     for document in documents:
         kind = document.body.get("kind")
         if kind == "InferenceRuntime":
             name = _name(document.body)
             where = f"{document.where}: InferenceRuntime {name}"
-            if _decodes(parse_inferenceruntime, document.body, where, outcome.problems) and (
-                _unique(name, name, runtimes, where, outcome.problems)
-            ):
+            if not _decodes(parse_inferenceruntime, document.body, where, outcome.problems):
+                invalid_runtimes.setdefault(name, document.where)
+            elif _unique(name, name, runtimes, where, outcome.problems):
                 runtimes[name] = dict(document.body)
         elif kind == "LLMService":
             body = _with_namespace(document.body, namespace)
@@ -103,13 +109,32 @@ def render_files(
         gateway_replicas=gateway_replicas,
     )
     for where, service in services.values():
+        runtime = None
         try:
+            _check_pinned_runtime(service, invalid_runtimes)
+            runtime = planner.resolve_runtime(service)
             rendered = render_serving(planner.plan(service))
         except NoctayaError as error:
             outcome.problems.append(Problem(where, f"{error.reason}: {error.message}"))
         else:
             outcome.objects += applied_objects(rendered)
+        outcome.warnings += [
+            Problem(where, f"warning: {text}") for text in ineffective_settings(service, runtime)
+        ]
     return outcome
+
+
+def _check_pinned_runtime(service: LLMService, invalid: Mapping[str, str]) -> None:
+    """A pinned runtime that is in the files but invalid is that, not "not found"."""
+    selection = service.spec.runtime
+    vendors = list(selection.selector.vendor or []) if selection.selector else []
+    pinned = pinned_runtime_name(selection.name, vendors)
+    if pinned is not None and pinned in invalid:
+        raise NoctayaError(
+            "RuntimeResolution",
+            f"InferenceRuntime {quote(pinned)} in {invalid[pinned]} is invalid "
+            "(its problems are listed with it), so no service can use it",
+        )
 
 
 def applied_objects(rendered: RenderedService) -> list[KubeObject]:

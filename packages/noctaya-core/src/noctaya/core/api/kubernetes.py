@@ -11,8 +11,9 @@ from __future__ import annotations
 
 from datetime import datetime
 from enum import StrEnum
-from typing import Any
+from typing import Annotated, Any
 
+from noctaya.core.api import names
 from noctaya.core.api.base import (
     ApiModel,
     ApiQuantity,
@@ -24,7 +25,7 @@ from noctaya.core.api.base import (
     PositiveInt64,
     StrictBool,
 )
-from pydantic import ConfigDict, Field
+from pydantic import AfterValidator, ConfigDict, Field
 
 
 class LocalObjectReference(ApiModel):
@@ -168,15 +169,48 @@ def condition_list() -> Any:
     )
 
 
+def _named(rule: names.NameRule) -> AfterValidator:
+    """A name checked by `rule`; an empty one is left to whoever requires a name."""
+
+    def check(value: str | None) -> str | None:
+        if value:
+            names.rule_error(rule.problem(value))
+        return value
+
+    return AfterValidator(check)
+
+
+def _labels(labels: dict[str, str]) -> dict[str, str]:
+    for key, value in labels.items():
+        names.rule_error(names.qualified_name_problem(key) or names.label_value_problem(value))
+    return labels
+
+
+def _annotations(annotations: dict[str, str]) -> dict[str, str]:
+    for key in annotations:
+        names.rule_error(names.qualified_name_problem(key))
+    names.rule_error(names.annotations_size_problem(annotations))
+    return annotations
+
+
 class ObjectMeta(ApiModel):
-    """The metadata fields Noctaya reads; everything else the API server sends is kept."""
+    """The metadata fields Noctaya reads, checked as the API server checks them on create;
+    everything else the API server sends is kept."""
 
     model_config = ConfigDict(extra="allow")
 
-    name: str | None = None
-    namespace: str | None = None
+    name: Annotated[str | None, _named(names.OBJECT_NAME)] = None
+    namespace: Annotated[str | None, _named(names.NAMESPACE_NAME)] = None
     uid: str | None = None
     resource_version: str | None = None
     generation: NonNegativeInt64 | None = None
-    labels: dict[str, str] = Field(default_factory=dict)
-    annotations: dict[str, str] = Field(default_factory=dict)
+    labels: Annotated[dict[str, str], AfterValidator(_labels)] = Field(default_factory=dict)
+    annotations: Annotated[dict[str, str], AfterValidator(_annotations)] = Field(
+        default_factory=dict
+    )
+
+
+class LLMServiceMeta(ObjectMeta):
+    """An LLMService's name also names its Services and, suffixed, label values."""
+
+    name: Annotated[str | None, _named(names.LLMSERVICE_NAME)] = None

@@ -17,7 +17,12 @@ from noctaya.core.api.base import (
     VendorName,
     empty_object_default,
 )
-from noctaya.core.api.kubernetes import Condition, LocalObjectReference, ObjectMeta, condition_list
+from noctaya.core.api.kubernetes import (
+    Condition,
+    LLMServiceMeta,
+    LocalObjectReference,
+    condition_list,
+)
 from noctaya.core.model_source import SECRET_REF_SCHEMES
 from noctaya.core.values import Duration
 from pydantic import ConfigDict, Field, ValidationInfo, field_validator, model_validator
@@ -295,6 +300,6 @@ class LLMService(ApiModel):
 
     api_version: Literal["serving.noctaya.io/v1alpha1"] = GROUP_VERSION
     kind: Literal["LLMService"] = "LLMService"
-    metadata: ObjectMeta = Field(default_factory=ObjectMeta)
+    metadata: LLMServiceMeta = Field(default_factory=LLMServiceMeta)
     spec: LLMServiceSpec
     status: LLMServiceStatus = Field(default_factory=LLMServiceStatus)

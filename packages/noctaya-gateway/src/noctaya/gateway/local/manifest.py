@@ -23,12 +23,12 @@ from noctaya.core.api import (
     parse_inferenceruntime,
     parse_llmservice,
 )
+from noctaya.core.api.names import shown
 from noctaya.core.api.yaml_documents import ManifestYAMLError, read_documents
 from noctaya.core.errors import NoctayaError
 from noctaya.core.runtime_selection import RuntimeCandidate, select_runtime
 from noctaya.core.values.go_text import go_list
 from noctaya.gateway.local.errors import LocalConfigError
-from noctaya.gateway.local.names import dns_label_problem, dns_subdomain_problem, shown
 
 LLMSERVICE, INFERENCERUNTIME = "LLMService", "InferenceRuntime"
 _Resource = TypeVar("_Resource", LLMService, InferenceRuntime)
@@ -66,16 +66,16 @@ def _manifest(documents: Sequence[Mapping[str, Any]], source: str) -> LocalManif
 
 
 def validate_document(document: Mapping[str, Any], where: str) -> LLMService | InferenceRuntime:
-    """One document as the API model its `kind` names, with its name checked as the cluster does;
+    """One document as the API model its `kind` names (which checks names as the cluster does);
     `where` (file and document) starts every error message."""
     kind = document.get("kind")
     if kind == LLMSERVICE:
         service = _parse(parse_llmservice, LLMSERVICE, document, where)
-        _check_name(service, LLMSERVICE, dns_label_problem, where)
+        _require_name(service, LLMSERVICE, where)
         return service
     if kind == INFERENCERUNTIME:
         runtime = _parse(parse_inferenceruntime, INFERENCERUNTIME, document, where)
-        _check_name(runtime, INFERENCERUNTIME, dns_subdomain_problem, where)
+        _require_name(runtime, INFERENCERUNTIME, where)
         return runtime
     if kind is None:
         raise LocalConfigError(
@@ -103,20 +103,9 @@ def _parse(
         ) from None
 
 
-def _check_name(
-    item: LLMService | InferenceRuntime,
-    kind: str,
-    problem: Callable[[str], str | None],
-    where: str,
-) -> None:
-    name = item.metadata.name
-    if not name:
+def _require_name(item: LLMService | InferenceRuntime, kind: str, where: str) -> None:
+    if not item.metadata.name:
         raise LocalConfigError(f"{where}: {kind} metadata.name: Required value")
-    if reason := problem(name):
-        raise LocalConfigError(f"{where}: {kind} metadata.name: {reason}")
-    namespace = item.metadata.namespace
-    if namespace is not None and (reason := dns_label_problem(namespace)):
-        raise LocalConfigError(f"{where}: {kind} metadata.namespace: {reason}")
 
 
 def _single_service(services: Sequence[LLMService], source: str) -> LLMService:

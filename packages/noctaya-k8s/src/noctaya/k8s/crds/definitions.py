@@ -15,6 +15,7 @@ from noctaya.core.api import (
     LLMServiceSpec,
     LLMServiceStatus,
 )
+from noctaya.core.api.names import LLMSERVICE_NAME, NameRule
 from noctaya.k8s.crds.schema import Schema, openapi_schema, structural_problems
 from pydantic import BaseModel
 
@@ -47,6 +48,8 @@ class ResourceDefinition:
     short_names: tuple[str, ...]
     namespaced: bool
     columns: tuple[PrinterColumn, ...]
+    name_rule: NameRule | None = None
+    """A narrower name than every object's RFC 1123 subdomain, in the CRD's `metadata` schema."""
 
     @property
     def kind(self) -> str:
@@ -99,7 +102,7 @@ class ResourceDefinition:
                     "type": "string",
                     "description": "REST resource this object represents.",
                 },
-                "metadata": {"type": "object"},
+                "metadata": self._metadata_schema(),
                 "spec": openapi_schema(self.spec),
                 "status": openapi_schema(self.status),
             },
@@ -108,6 +111,12 @@ class ResourceDefinition:
         if problems:
             raise ValueError(f"{self.kind} schema is not structural: " + "; ".join(problems))
         return schema
+
+    def _metadata_schema(self) -> Schema:
+        """`name` (and `generateName`) are the only metadata fields a CRD may restrict."""
+        if self.name_rule is None:
+            return {"type": "object"}
+        return {"type": "object", "properties": {"name": self.name_rule.schema()}}
 
 
 LLMSERVICE = ResourceDefinition(
@@ -123,6 +132,7 @@ LLMSERVICE = ResourceDefinition(
         PrinterColumn("Replicas", ".status.replicas", "integer"),
         AGE,
     ),
+    name_rule=LLMSERVICE_NAME,
 )
 
 INFERENCERUNTIME = ResourceDefinition(
