@@ -177,3 +177,17 @@ def _break_key_file(path: Path, how: str) -> None:
         path.unlink()
     else:
         path.write_text(" \n")
+
+
+async def test_a_key_file_holds_one_key_so_a_line_of_two_is_no_key(
+    engine: Engine, start_gateway: StartGateway, http: aiohttp.ClientSession, key_file: Path
+) -> None:
+    """One key at a time: rotating cannot keep the old key working beside the new one."""
+    _rotate_key_file(key_file, "old-key\nnew-key\n")
+    gateway = await start_gateway(engine.url, client_api_key_file=str(key_file))
+    for key in ("old-key", "new-key"):
+        async with http.post(
+            f"{gateway.url}/v1/completions", json={}, headers={"Authorization": f"Bearer {key}"}
+        ) as response:
+            assert response.status == 401, key
+    assert engine.requests == []

@@ -51,7 +51,7 @@ class Helm:
     binary: Path
     home: Path  # config, cache and data homes, so that tests never touch the user's helm setup
 
-    def run(self, *args: str) -> subprocess.CompletedProcess[str]:
+    def run(self, *args: str, cwd: Path | None = None) -> subprocess.CompletedProcess[str]:
         env = {
             **os.environ,
             "HELM_CONFIG_HOME": str(self.home / "config"),
@@ -60,6 +60,7 @@ class Helm:
         }
         return subprocess.run(
             [str(self.binary), *args],
+            cwd=cwd,
             capture_output=True,
             text=True,
             env=env,

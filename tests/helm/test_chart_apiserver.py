@@ -10,14 +10,16 @@ from __future__ import annotations
 
 import contextlib
 from collections.abc import Iterator
+from pathlib import Path
 from typing import Any
 
 import pytest
+import yaml
 from kubernetes import client as k8s
 from kubernetes.dynamic import DynamicClient
 from kubernetes.dynamic.exceptions import DynamicApiError, NotFoundError
 
-from .chart import Helm, Manifest, find
+from .chart import CHART, REPO, Helm, Manifest, find
 
 pytestmark = [pytest.mark.helm, pytest.mark.integration]
 
@@ -166,3 +168,35 @@ def test_installed_rbac_lets_the_operator_account_do_its_job_and_no_more(
     assert allowed("create", "tokenreviews", group="authentication.k8s.io")
     assert allowed("update", "leases", group="coordination.k8s.io", in_namespace=namespace)
     assert not allowed("update", "leases", group="coordination.k8s.io", in_namespace="ai")
+
+
+def test_the_notes_crd_command_works_from_outside_the_chart(
+    helm: Helm, dynamic: DynamicClient, kubeconfig: Path, tmp_path: Path
+) -> None:
+    """What `helm install` prints after installing: its CRD command, run from elsewhere than
+    the chart's folder, yields CRDs the API server takes (server-side apply, dry run)."""
+    installed = helm.run(
+        "install",
+        "noctaya",
+        str(CHART),
+        "--dry-run=client",
+        "--kubeconfig",
+        str(kubeconfig),
+        "--namespace",
+        "noctaya-system",
+    )
+    assert installed.returncode == 0, installed.stderr
+    notes = installed.stdout.split("NOTES:\n", 1)[1]
+    (command,) = [line.strip() for line in notes.splitlines() if "kubectl apply" in line]
+    assert command == "helm show crds CHART | kubectl apply --server-side -f -"
+    shown = helm.run("show", "crds", str(CHART.relative_to(REPO)), cwd=REPO)
+    assert shown.returncode == 0, shown.stderr
+    from_elsewhere = helm.run("show", "crds", str(CHART), cwd=tmp_path)
+    assert from_elsewhere.stdout == shown.stdout
+    crds = [doc for doc in yaml.safe_load_all(shown.stdout) if doc]
+    assert {crd["metadata"]["name"] for crd in crds} == {
+        "llmservices.serving.noctaya.io",
+        "inferenceruntimes.serving.noctaya.io",
+    }
+    for crd in crds:
+        apply(dynamic, crd, dry_run=True)
