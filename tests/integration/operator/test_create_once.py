@@ -10,8 +10,8 @@ from pathlib import Path
 import pytest
 from kubernetes import client as k8s_client
 from kubernetes import config as k8s_config
-from noctaya.core.create_once import CREATE_ONCE_HASH_ANNOTATION, create_once_hash
 from noctaya.k8s.apply import DEFAULT_CLASS_ANNOTATIONS
+from noctaya.k8s.create_once import CREATE_ONCE_HASH_ANNOTATION, create_once_hash
 from noctaya.k8s.reconciler import LLMServiceReconciler
 from support.custom_resources import CustomResources, Manifest
 from support.manifests import inference_runtime, llmservice

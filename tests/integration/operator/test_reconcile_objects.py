@@ -9,7 +9,7 @@ from typing import Any
 
 import pytest
 from kubernetes import client as k8s_client
-from noctaya.core.create_once import create_once_hash
+from noctaya.k8s.create_once import create_once_hash
 from noctaya.k8s.reconciler import LLMServiceReconciler
 from support.custom_resources import CustomResources, Manifest
 from support.manifests import inference_runtime, llmservice

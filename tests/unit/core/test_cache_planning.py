@@ -5,6 +5,7 @@ import sys
 from pathlib import Path
 
 import pytest
+from noctaya.core.api.kubernetes import EnvVarSource
 from noctaya.core.cache_planning import (
     CACHE_ENV,
     CachePlan,
@@ -17,6 +18,7 @@ from noctaya.core.cache_planning import (
 )
 from noctaya.core.errors import NoctayaError
 from noctaya.core.model_source import LiteralEnv, ResolvedModel, SecretEnv, resolve_model
+from noctaya.core.plan.container import Env
 from noctaya.core.values import Quantity
 
 DIGEST = "0123456789abcdef" * 4
@@ -245,18 +247,24 @@ def test_a_hub_token_reaches_the_job_from_its_secret_never_in_the_command() -> N
 
 
 SERVING_ENV = (
-    {"name": "HF_ENDPOINT", "value": "https://mirror.example"},
-    {"name": "HF_HUB_DISABLE_XET", "value": "1"},
-    {"name": "MODELSCOPE_DOMAIN", "value": "ms.example"},
-    {"name": "https_proxy", "value": "http://proxy:3128"},
-    {"name": "HTTP_PROXY", "valueFrom": {"configMapKeyRef": {"name": "p", "key": "http"}}},
-    {"name": "NO_PROXY", "value": ".svc"},
-    {"name": "HF_TOKEN_PATH", "value": "/x"},
-    {"name": "VLLM_USE_MODELSCOPE", "value": "true"},
-    {"name": "MODELSCOPE_CACHE", "value": "/cache/modelscope"},
-    {"name": "MODELSCOPE_API_TOKEN", "valueFrom": {"secretKeyRef": {"name": "a", "key": "b"}}},
-    {"name": "HF_HOME", "value": "/cache/hf"},
-    {"name": "ALL_PROXY_HOST", "value": "x"},
+    Env("HF_ENDPOINT", "https://mirror.example"),
+    Env("HF_HUB_DISABLE_XET", "1"),
+    Env("MODELSCOPE_DOMAIN", "ms.example"),
+    Env("https_proxy", "http://proxy:3128"),
+    Env(
+        "HTTP_PROXY",
+        source=EnvVarSource.model_validate({"configMapKeyRef": {"name": "p", "key": "http"}}),
+    ),
+    Env("NO_PROXY", ".svc"),
+    Env("HF_TOKEN_PATH", "/x"),
+    Env("VLLM_USE_MODELSCOPE", "true"),
+    Env("MODELSCOPE_CACHE", "/cache/modelscope"),
+    Env(
+        "MODELSCOPE_API_TOKEN",
+        source=EnvVarSource.model_validate({"secretKeyRef": {"name": "a", "key": "b"}}),
+    ),
+    Env("HF_HOME", "/cache/hf"),
+    Env("ALL_PROXY_HOST", "x"),
 )
 
 
@@ -279,7 +287,7 @@ def test_the_serving_containers_hub_steering_env_reaches_the_job(
     model = resolve_model(uri, secret_ref_name="creds")
     job = plan_prewarm(cache(model=model, prewarm=True), model, IMAGE, SERVING_ENV)
     assert job is not None
-    assert [entry["name"] for entry in job.runtime_env] == copied
+    assert [entry.name for entry in job.runtime_env] == copied
 
 
 # --- the wait-for-prewarm init container ---------------------------------------------------

@@ -9,12 +9,12 @@ an init container and a Job.
 from __future__ import annotations
 
 import re
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable
 from dataclasses import dataclass
-from typing import Any
 
 from noctaya.core.errors import NoctayaError
 from noctaya.core.model_source import LiteralEnv, ResolvedModel, SecretEnv, SourceKind
+from noctaya.core.plan.container import Env
 from noctaya.core.values import Quantity
 from noctaya.core.values.go_text import go_quote
 
@@ -94,8 +94,8 @@ class PrewarmPlan:
     """The Noctaya image, which carries `noctaya-fetch`."""
     volume: CacheVolume
     env: tuple[LiteralEnv, ...]
-    runtime_env: tuple[Mapping[str, Any], ...]
-    """Wire-form EnvVars copied from the serving container: the hub-steering ones."""
+    runtime_env: tuple[Env, ...]
+    """The serving container's hub-steering env, copied."""
     token_env: SecretEnv | None
     """The hub token from the model's `secretRef`, last, so it wins over a runtime's."""
     command: tuple[str, ...]
@@ -154,13 +154,13 @@ def plan_prewarm(
     cache: CachePlan,
     model: ResolvedModel,
     image: str,
-    serving_env: Iterable[Mapping[str, Any]] = (),
+    serving_env: Iterable[Env] = (),
 ) -> PrewarmPlan | None:
     """The prewarm / staging Job, if one is needed; OCI without a cache is a `Prewarm` error.
 
     Mounted (`pvc://`) weights never need one; OCI artifacts always do; hub models only when
     `cache.prewarm` asks for it and there is a persistent cache to fill. `serving_env` is the
-    serving container's wire-form env, whose hub-steering entries the Job gets too.
+    serving container's env, whose hub-steering entries the Job gets too.
     """
     oci = model.kind is SourceKind.OCI
     if model.kind is SourceKind.PVC or not (cache.prewarm or oci):
@@ -187,17 +187,13 @@ def is_hub_steering(name: str) -> bool:
     return _HUB_STEERING_ENV.fullmatch(name) is not None
 
 
-def hub_steering_env(
-    env: Iterable[Mapping[str, Any]], model: ResolvedModel
-) -> tuple[Mapping[str, Any], ...]:
+def hub_steering_env(env: Iterable[Env], model: ResolvedModel) -> tuple[Env, ...]:
     """The hub-steering entries of `env`, without those the Job sets itself (the cache homes,
     the model's env and its token)."""
     own = {item.name for item in (*PREWARM_ENV, *model.env)}
     if model.token_env is not None:
         own.add(model.token_env.name)
-    return tuple(
-        item for item in env if is_hub_steering(str(item.get("name"))) and item["name"] not in own
-    )
+    return tuple(item for item in env if is_hub_steering(item.name) and item.name not in own)
 
 
 def fetch_uri(model: ResolvedModel) -> str:

@@ -15,7 +15,9 @@ from collections.abc import Callable
 from typing import Any
 
 from kubernetes.dynamic.exceptions import ConflictError, NotFoundError
-from noctaya.core.create_once import (
+from noctaya.core.errors import NoctayaError
+from noctaya.k8s import kinds
+from noctaya.k8s.create_once import (
     CREATE_ONCE_HASH_ANNOTATION,
     NO_SERVER_DEFAULTS,
     ServerDefaults,
@@ -24,10 +26,8 @@ from noctaya.core.create_once import (
     not_controlled_error,
     pvc_server_defaults,
 )
-from noctaya.core.errors import NoctayaError
-from noctaya.core.prewarm_identity import same_prewarm
-from noctaya.k8s import kinds
 from noctaya.k8s.kinds import kind_of
+from noctaya.k8s.prewarm_identity import same_prewarm
 from noctaya.k8s.reader import ApiReader, KubeObject, Reader
 from noctaya.k8s.runtime.resources import ResourceKind, ResourceResolver, read_json
 

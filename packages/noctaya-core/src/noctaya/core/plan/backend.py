@@ -1,26 +1,34 @@
-"""The serving backend Deployment: one vLLM container, whole devices, model and cache
-volumes, probes and drain — everything from the runtime profile and the service, vendor-neutral.
+"""The serving backend: one vLLM container, whole devices, model and cache volumes, probes and
+drain — everything from the runtime profile and the service, vendor-neutral.
 """
 
 from __future__ import annotations
 
 import json
 from collections.abc import Mapping
-from dataclasses import dataclass, field
-from typing import Any
+from dataclasses import dataclass
 
 from noctaya.core.api import InferenceRuntime, LLMService, Probe
-from noctaya.core.cache_planning import CACHE_MOUNT_PATH
+from noctaya.core.api.kubernetes import EnvVarSource, KeySelector
 from noctaya.core.errors import NoctayaError
-from noctaya.core.model_source import (
-    MODEL_STORE_PATH,
-    LiteralEnv,
-    ResolvedModel,
-    SecretEnv,
+from noctaya.core.model_source import MODEL_STORE_PATH, LiteralEnv, ResolvedModel, SecretEnv
+from noctaya.core.plan.container import (
+    ClaimVolume,
+    Env,
+    HealthCheck,
+    HostPathVolume,
+    HttpGet,
+    MemoryVolume,
+    Mount,
+    Scheduling,
+    Volume,
+    health_check,
+    last_wins,
+    toleration,
 )
 from noctaya.core.ports import VendorAdapter
 from noctaya.core.templating import TemplateContext, render_args, render_env_values
-from noctaya.core.vendors import AcceleratorRequest, HostMount
+from noctaya.core.vendors import AcceleratorRequest
 
 REASON = "Render"
 DRAIN_GRACE_SECONDS = 10
@@ -28,30 +36,19 @@ HEALTH_PATH = "/health"
 
 
 @dataclass(frozen=True, slots=True)
-class Volume:
-    """A pod volume: `kind` is `emptyDir` (memory), `pvc`, or `hostPath`."""
+class CacheMount:
+    """The model cache as the serving container sees it: a volume at `/cache`, the env that
+    points hub clients into it, and the marker serving waits for when a Job fills it.
 
-    name: str
-    kind: str
-    source: str = ""
-    """Claim name for `pvc`, host path for `hostPath`."""
-    read_only: bool = False
-    host_path_type: str | None = None
+    Kept apart from the other volumes and env because it is the part a platform replaces with
+    its own cache (local mode uses the machine's).
+    """
 
-
-@dataclass(frozen=True, slots=True)
-class Mount:
-    volume: str
-    path: str
-    read_only: bool = False
-
-
-@dataclass(frozen=True, slots=True)
-class Scheduling:
-    node_selector: Mapping[str, str] = field(default_factory=dict)
-    tolerations: tuple[dict[str, Any], ...] = ()
-    scheduler_name: str | None = None
-    volcano_queue: str | None = None
+    volume: Volume
+    read_only: bool
+    env: tuple[Env, ...]
+    ready_marker: str | None = None
+    """If set, serving must not start before this file exists (a prewarm or staging Job)."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -59,24 +56,23 @@ class BackendPlan:
     runtime: str
     image: str
     args: tuple[str, ...]
-    env: tuple[dict[str, Any], ...]
-    """Wire-form EnvVars: runtime env (templated), then model env and token, then cache env."""
+    env: tuple[Env, ...]
+    """Runtime env (templated), then model env and token; one entry per name."""
     port_name: str
     port: int
     cpu: str | None
     memory: str | None
     limits: Mapping[str, int]
-    readiness: dict[str, Any]
-    startup: dict[str, Any]
-    liveness: dict[str, Any] | None
+    readiness: HealthCheck
+    startup: HealthCheck
+    liveness: HealthCheck | None
     volumes: tuple[Volume, ...]
     mounts: tuple[Mount, ...]
+    cache: CacheMount | None
     prestop_sleep_seconds: int | None
     termination_grace_seconds: int | None
     scheduling: Scheduling
     image_pull_secrets: tuple[str, ...]
-    wait_for_marker: str | None = None
-    """The file the `wait-for-prewarm` init container waits for, when a Job fills the cache."""
 
 
 def scheduling_of(runtime: InferenceRuntime) -> Scheduling:
@@ -91,61 +87,24 @@ def scheduling_of(runtime: InferenceRuntime) -> Scheduling:
         )
     return Scheduling(
         node_selector=dict(accelerator.node_selector),
-        tolerations=tuple(server_form(t.to_wire()) for t in accelerator.tolerations),
+        tolerations=tuple(toleration(t) for t in accelerator.tolerations),
         scheduler_name=scheduler.name if scheduler and scheduler.name else None,
         volcano_queue=queue or None,
     )
 
 
-_PROBE_DEFAULTED = frozenset(
-    {
-        "initialDelaySeconds",
-        "timeoutSeconds",
-        "periodSeconds",
-        "successThreshold",
-        "failureThreshold",
-    }
-)
+def _health(probe: Probe | None, default: HealthCheck) -> HealthCheck:
+    return default if probe is None else health_check(probe)
 
 
-def server_form(value: Any) -> Any:
-    """The wire form the API server stores: empty strings and lists are dropped.
-
-    Rendering what the server keeps (rather than what a user spelled) lets the operator see
-    that a live object already matches, so an unchanged service causes no write.
-    """
-    if isinstance(value, dict):
-        return {k: server_form(v) for k, v in value.items() if v != "" and v != []}
-    if isinstance(value, list):
-        return [server_form(v) for v in value]
-    return value
+def literal_env(pairs: tuple[LiteralEnv, ...]) -> tuple[Env, ...]:
+    return tuple(Env(item.name, item.value) for item in pairs)
 
 
-def _probe(probe: Probe | None, default: dict[str, Any]) -> dict[str, Any]:
-    """A runtime probe; a zero timing field means "the default" to Kubernetes, so it is left out."""
-    if probe is None:
-        return default
-    wire: dict[str, Any] = server_form(probe.to_wire())
-    return {k: v for k, v in wire.items() if not (k in _PROBE_DEFAULTED and v == 0)}
-
-
-def _env(pairs: tuple[LiteralEnv, ...]) -> list[dict[str, Any]]:
-    return [{"name": item.name, "value": item.value} for item in pairs]
-
-
-def _last_wins(env: list[dict[str, Any]]) -> list[dict[str, Any]]:
-    """One entry per name, the last: the service's own settings (its token, the cache homes)
-    override a runtime's, and server-side apply refuses a container with a name twice."""
-    last = {item["name"]: index for index, item in enumerate(env)}
-    return [item for index, item in enumerate(env) if last[item["name"]] == index]
-
-
-def secret_env(item: SecretEnv | None) -> list[dict[str, Any]]:
-    """The wire-form EnvVar of a Secret-held value, or nothing."""
-    if item is None:
-        return []
-    reference = {"name": item.secret_name, "key": item.key}
-    return [{"name": item.name, "valueFrom": {"secretKeyRef": reference}}]
+def secret_env(item: SecretEnv) -> Env:
+    """A Secret-held value (a hub token) as the env var that reads it."""
+    reference = KeySelector(name=item.secret_name, key=item.key)
+    return Env(item.name, source=EnvVarSource(secret_key_ref=reference))
 
 
 def plan_backend(
@@ -154,9 +113,7 @@ def plan_backend(
     adapter: VendorAdapter,
     model: ResolvedModel,
     *,
-    cache_volume: Volume | None,
-    cache_env: tuple[LiteralEnv, ...],
-    wait_for_marker: str | None,
+    cache: CacheMount | None,
 ) -> BackendPlan:
     spec, rt = service.spec, runtime.spec
     rt_name = runtime.metadata.name or ""
@@ -185,21 +142,20 @@ def plan_backend(
     args = render_args(rt.container.args, spec.runtime.args_override, context)
     values = render_env_values([item.value for item in rt.container.env], context)
     env = [
-        server_form({**item.to_wire(), **({"value": value} if value is not None else {})})
+        Env(item.name, value, item.value_from)
         for item, value in zip(rt.container.env, values, strict=True)
     ]
-    env = _last_wins([*env, *_env(model.env), *secret_env(model.token_env), *_env(cache_env)])
+    env += literal_env(model.env)
+    if model.token_env is not None:
+        env.append(secret_env(model.token_env))
 
-    volumes = [Volume("dshm", "emptyDir", "Memory")]
+    volumes: list[Volume] = [MemoryVolume("dshm")]
     mounts = [Mount("dshm", "/dev/shm")]
     if model.pvc_claim:
-        volumes.append(Volume("model-store", "pvc", model.pvc_claim, read_only=True))
+        volumes.append(ClaimVolume("model-store", model.pvc_claim, read_only=True))
         mounts.append(Mount("model-store", MODEL_STORE_PATH, read_only=True))
-    volumes += [_host_volume(m) for m in accelerator.host_mounts]
+    volumes += [HostPathVolume(m.name, m.host_path) for m in accelerator.host_mounts]
     mounts += [Mount(m.name, m.mount_path, m.read_only) for m in accelerator.host_mounts]
-    if cache_volume is not None:
-        volumes.append(cache_volume)
-        mounts.append(Mount(cache_volume.name, CACHE_MOUNT_PATH, cache_volume.read_only))
 
     grace = rt.lifecycle.termination_grace_period_seconds
     prestop = None
@@ -209,29 +165,28 @@ def plan_backend(
         grace = max(grace or 0, prestop + DRAIN_GRACE_SECONDS)
 
     port_name = rt.container.port.name
-    health = {"httpGet": {"path": HEALTH_PATH, "port": port_name}}
+    health = HttpGet(port=port_name, path=HEALTH_PATH)
     return BackendPlan(
         runtime=rt_name,
         image=rt.container.image,
         args=args,
-        env=tuple(env),
+        env=last_wins(env),
         port_name=port_name,
         port=rt.container.port.container_port,
         cpu=str(spec.resources.cpu) if spec.resources.cpu is not None else None,
         memory=str(spec.resources.memory) if spec.resources.memory is not None else None,
         limits=dict(accelerator.limits),
-        readiness=_probe(rt.health.readiness, health),
-        startup=_probe(rt.health.startup, {**health, "periodSeconds": 10, "failureThreshold": 60}),
-        liveness=_probe(rt.health.liveness, {}) or None,
+        readiness=_health(rt.health.readiness, HealthCheck(http_get=health)),
+        startup=_health(
+            rt.health.startup,
+            HealthCheck(http_get=health, period_seconds=10, failure_threshold=60),
+        ),
+        liveness=health_check(rt.health.liveness) if rt.health.liveness is not None else None,
         volumes=tuple(volumes),
         mounts=tuple(mounts),
+        cache=cache,
         prestop_sleep_seconds=prestop,
         termination_grace_seconds=grace,
         scheduling=scheduling,
         image_pull_secrets=tuple(ref.name for ref in spec.image_pull_secrets if ref.name),
-        wait_for_marker=wait_for_marker,
     )
-
-
-def _host_volume(mount: HostMount) -> Volume:
-    return Volume(mount.name, "hostPath", mount.host_path)

@@ -20,7 +20,8 @@ from noctaya.core.cache_planning import (
 )
 from noctaya.core.model_source import ResolvedModel
 from noctaya.core.plan.autoscaling import AutoscalingPlan, plan_autoscaling
-from noctaya.core.plan.backend import BackendPlan, Volume, plan_backend
+from noctaya.core.plan.backend import BackendPlan, CacheMount, literal_env, plan_backend
+from noctaya.core.plan.container import ClaimVolume, HostPathVolume, Volume
 from noctaya.core.plan.gateway import GatewayPlan, plan_gateway
 from noctaya.core.plan.identity import ServiceIdentity
 from noctaya.core.ports import VendorAdapter
@@ -30,6 +31,8 @@ from noctaya.core.ports import VendorAdapter
 class ServingPlan:
     service: ServiceIdentity
     runtime: str
+    model: ResolvedModel
+    """The model as the backend sees it (`path` is `.Model.Path`)."""
     autoscaling: AutoscalingPlan
     backend: BackendPlan
     gateway: GatewayPlan
@@ -39,20 +42,25 @@ class ServingPlan:
 
 
 def cache_volume(volume: CacheVolume, *, read_only: bool) -> Volume:
-    """The `model-cache` pod volume for a cache; `read_only` also decides its `/cache` mount.
+    """The `model-cache` volume for a cache; a claim is itself marked read-only when `read_only`.
 
-    A hostPath source has no read-only field, but its mount must still be read-only when the
-    cache is (an OCI model is served read-only from any cache).
+    A host folder has no read-only flag of its own: the read-only `/cache` mount
+    (`CacheMount.read_only`) is what keeps the serving container from writing it.
     """
     if isinstance(volume, HostPathCache):
-        return Volume(
-            CACHE_VOLUME_NAME,
-            "hostPath",
-            volume.path,
-            read_only=read_only,
-            host_path_type=volume.type,
-        )
-    return Volume(CACHE_VOLUME_NAME, "pvc", volume.claim_name, read_only=read_only)
+        return HostPathVolume(CACHE_VOLUME_NAME, volume.path, volume.type)
+    return ClaimVolume(CACHE_VOLUME_NAME, volume.claim_name, read_only=read_only)
+
+
+def cache_mount(cache: CachePlan) -> CacheMount | None:
+    if cache.volume is None:
+        return None
+    return CacheMount(
+        volume=cache_volume(cache.volume, read_only=cache.serving_read_only),
+        read_only=cache.serving_read_only,
+        env=literal_env(cache.serving_env),
+        ready_marker=cache.readiness_marker,
+    )
 
 
 def plan_serving(
@@ -70,21 +78,12 @@ def plan_serving(
     spec = service.spec
     autoscaling = plan_autoscaling(spec)
     cache = plan_service_cache(service, model)
-    backend = plan_backend(
-        service,
-        runtime,
-        adapter,
-        model,
-        cache_volume=(
-            cache_volume(cache.volume, read_only=cache.serving_read_only) if cache.volume else None
-        ),
-        cache_env=cache.serving_env,
-        wait_for_marker=cache.readiness_marker,
-    )
+    backend = plan_backend(service, runtime, adapter, model, cache=cache_mount(cache))
     gateway = plan_gateway(spec, gateway_image, gateway_replicas, autoscaling.scaler_tls_secret)
     return ServingPlan(
         service=identity,
         runtime=backend.runtime,
+        model=model,
         autoscaling=autoscaling,
         backend=backend,
         gateway=gateway,

@@ -10,26 +10,14 @@ from noctaya.core.cache_planning import (
     python_command,
     wait_for_marker_program,
 )
-from noctaya.core.plan.backend import BackendPlan, Scheduling, Volume
+from noctaya.core.plan.backend import BackendPlan
+from noctaya.core.plan.container import Mount, Scheduling, last_wins
 from noctaya.core.plan.identity import ServiceIdentity
+from noctaya.k8s.render.container import env_var, probe, toleration, volume, volume_mount
 from noctaya.k8s.render.labels import VOLCANO_QUEUE, backend_pod_labels, selector_labels
 from noctaya.k8s.render.objects import Obj, mount, new_object, set_image_pull_secrets
 
 WAIT_FOR_PREWARM = "wait-for-prewarm"
-
-
-def render_volume(volume: Volume) -> Obj:
-    if volume.kind == "emptyDir":
-        return {"name": volume.name, "emptyDir": {"medium": volume.source}}
-    if volume.kind == "pvc":
-        claim: Obj = {"claimName": volume.source}
-        if volume.read_only:
-            claim["readOnly"] = True
-        return {"name": volume.name, "persistentVolumeClaim": claim}
-    host: Obj = {"path": volume.source}
-    if volume.host_path_type:
-        host["type"] = volume.host_path_type
-    return {"name": volume.name, "hostPath": host}
 
 
 def apply_scheduling(pod: Obj, scheduling: Scheduling) -> None:
@@ -37,7 +25,7 @@ def apply_scheduling(pod: Obj, scheduling: Scheduling) -> None:
     if scheduling.node_selector:
         pod["nodeSelector"] = dict(scheduling.node_selector)
     if scheduling.tolerations:
-        pod["tolerations"] = [dict(t) for t in scheduling.tolerations]
+        pod["tolerations"] = [toleration(t) for t in scheduling.tolerations]
     if scheduling.scheduler_name:
         pod["schedulerName"] = scheduling.scheduler_name
 
@@ -67,23 +55,30 @@ def _resources(plan: BackendPlan) -> Obj:
 
 def render_backend_deployment(svc: ServiceIdentity, plan: BackendPlan) -> Obj:
     labels = backend_pod_labels(svc, plan.runtime)
+    cache = plan.cache
+    env, volumes, mounts = list(plan.env), list(plan.volumes), list(plan.mounts)
+    if cache is not None:
+        env = list(last_wins([*env, *cache.env]))  # the cache homes win over a runtime's
+        volumes.append(cache.volume)
+        mounts.append(Mount(cache.volume.name, CACHE_MOUNT_PATH, cache.read_only))
     container: Obj = {
         "name": "serving",
         "image": plan.image,
         "args": list(plan.args),
-        "env": [dict(e) for e in plan.env],
+        "env": [env_var(e) for e in env],
         "ports": [{"name": plan.port_name, "containerPort": plan.port, "protocol": "TCP"}],
         "resources": _resources(plan),
-        "readinessProbe": plan.readiness,
-        "startupProbe": plan.startup,
-        "volumeMounts": [mount(m.volume, m.path, m.read_only) for m in plan.mounts],
+        "readinessProbe": probe(plan.readiness),
+        "startupProbe": probe(plan.startup),
+        "volumeMounts": [volume_mount(m) for m in mounts],
     }
     if not container["args"]:
         del container["args"]
     if not container["env"]:
         del container["env"]
-    if plan.liveness is not None:
-        container["livenessProbe"] = plan.liveness
+    liveness = probe(plan.liveness) if plan.liveness is not None else None
+    if liveness:  # a liveness probe with nothing set is no probe at all
+        container["livenessProbe"] = liveness
     if plan.prestop_sleep_seconds is not None:
         container["lifecycle"] = {
             "preStop": {
@@ -93,18 +88,18 @@ def render_backend_deployment(svc: ServiceIdentity, plan: BackendPlan) -> Obj:
     pod: Obj = {
         "automountServiceAccountToken": False,
         "containers": [container],
-        "volumes": [render_volume(v) for v in plan.volumes],
+        "volumes": [volume(v) for v in volumes],
     }
     if plan.termination_grace_seconds is not None:
         pod["terminationGracePeriodSeconds"] = plan.termination_grace_seconds
     set_image_pull_secrets(pod, plan.image_pull_secrets)
     apply_scheduling(pod, plan.scheduling)
-    if plan.wait_for_marker:
+    if cache is not None and cache.ready_marker:
         pod["initContainers"] = [
             {
                 "name": WAIT_FOR_PREWARM,
                 "image": plan.image,
-                "command": list(python_command(wait_for_marker_program(plan.wait_for_marker))),
+                "command": list(python_command(wait_for_marker_program(cache.ready_marker))),
                 "volumeMounts": [mount(CACHE_VOLUME_NAME, CACHE_MOUNT_PATH, read_only=True)],
             }
         ]

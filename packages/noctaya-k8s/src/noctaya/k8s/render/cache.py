@@ -14,12 +14,15 @@ from noctaya.core.cache_planning import (
     REGISTRY_AUTH_VOLUME_NAME,
     CacheVolume,
     HostPathCache,
+    PrewarmPlan,
     PvcCache,
 )
 from noctaya.core.plan.backend import secret_env
+from noctaya.core.plan.container import Env
 from noctaya.core.plan.serving import ServingPlan, cache_volume
 from noctaya.k8s.apply import with_create_once_hash
-from noctaya.k8s.render.backend import apply_scheduling, render_volume, template_metadata
+from noctaya.k8s.render.backend import apply_scheduling, template_metadata
+from noctaya.k8s.render.container import env_var, volume
 from noctaya.k8s.render.labels import selector_labels
 from noctaya.k8s.render.objects import (
     Obj,
@@ -62,16 +65,12 @@ def render_prewarm_job(plan: ServingPlan) -> Obj | None:
         return None
     svc, backend = plan.service, plan.backend
     labels = selector_labels(svc)  # no runtime label: the backend Pod watch ignores these pods
-    volumes = [render_volume(cache_volume(prewarm.volume, read_only=False))]
+    volumes = [volume(cache_volume(prewarm.volume, read_only=False))]
     container: Obj = {
         "name": "prewarm",
         "image": prewarm.image,
         "command": list(prewarm.command),
-        "env": [
-            *({"name": e.name, "value": e.value} for e in prewarm.env),
-            *(dict(e) for e in prewarm.runtime_env),
-            *secret_env(prewarm.token_env),
-        ],
+        "env": [env_var(e) for e in _prewarm_env(prewarm)],
         "volumeMounts": [mount(CACHE_VOLUME_NAME, CACHE_MOUNT_PATH)],
     }
     if prewarm.registry_secret_name:
@@ -104,7 +103,17 @@ def render_prewarm_job(plan: ServingPlan) -> Obj | None:
     return with_create_once_hash(obj)
 
 
-def _fetcher_identity(volume: CacheVolume) -> Obj:
+def _prewarm_env(prewarm: PrewarmPlan) -> list[Env]:
+    """The Job's own env, the serving container's hub steering, then the hub token (last, so
+    it wins over a runtime's)."""
+    env = [Env(item.name, item.value) for item in prewarm.env]
+    env += prewarm.runtime_env
+    if prewarm.token_env is not None:
+        env.append(secret_env(prewarm.token_env))
+    return env
+
+
+def _fetcher_identity(cache: CacheVolume) -> Obj:
     """Who the fetcher writes the cache as; the Noctaya image runs as an unprivileged user.
 
     On a claim, fsGroup lets that user write a fresh volume's root and read the 0400
@@ -112,6 +121,6 @@ def _fetcher_identity(volume: CacheVolume) -> Obj:
     created root-owned and fsGroup does not apply to it, so there the fetcher runs as root, as
     the serving images do.
     """
-    if isinstance(volume, HostPathCache):
+    if isinstance(cache, HostPathCache):
         return {"runAsUser": 0, "runAsGroup": 0}
     return {"fsGroup": FETCH_USER, "fsGroupChangePolicy": "OnRootMismatch"}

@@ -9,7 +9,8 @@ from typing import Any
 import pytest
 from hypothesis import given
 from hypothesis import strategies as st
-from noctaya.core.create_once import (
+from noctaya.core.errors import NoctayaError
+from noctaya.k8s.create_once import (
     CREATE_ONCE_HASH_ANNOTATION,
     NO_SERVER_DEFAULTS,
     ServerDefaults,
@@ -20,8 +21,7 @@ from noctaya.core.create_once import (
     pvc_server_defaults,
     same_request,
 )
-from noctaya.core.errors import NoctayaError
-from noctaya.core.prewarm_identity import same_prewarm
+from noctaya.k8s.prewarm_identity import same_prewarm
 
 PVC_SPEC = {
     "accessModes": ["ReadWriteOnce"],

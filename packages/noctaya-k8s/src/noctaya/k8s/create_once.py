@@ -11,7 +11,7 @@ compared with the request, and an equivalent object is adopted rather than repor
 For a PVC, equivalent means both ways: what the request asks for holds in the live spec, and
 what the live spec holds beyond the request is only what the API server fills in. A prewarm
 Job runs another program in each implementation, so only its contract terms are compared
-(`noctaya.core.prewarm_identity`).
+(`noctaya.k8s.prewarm_identity`).
 """
 
 from __future__ import annotations
