@@ -6,14 +6,17 @@ the core depends only on these shapes, so a policy can be tested with a plain in
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from pathlib import Path
-from typing import Protocol, TypeVar, runtime_checkable
+from typing import TYPE_CHECKING, Protocol, runtime_checkable
 
 from noctaya.core.vendors import AcceleratorPlan, AcceleratorRequest
 
-PlanT_contra = TypeVar("PlanT_contra", contravariant=True)
-ObservationT_co = TypeVar("ObservationT_co", covariant=True)
+if TYPE_CHECKING:  # the gateway imports `Clock` without the API models behind a plan
+    from noctaya.core.api import InferenceRuntime
+    from noctaya.core.observation import BackendObservation
+    from noctaya.core.plan.serving import ServingPlan
+    from noctaya.core.runtime_selection import RuntimeCandidate
 
 
 @runtime_checkable
@@ -50,26 +53,37 @@ class ModelFetcher(Protocol):
         ...
 
 
-class WorkloadOrchestrator(Protocol[PlanT_contra, ObservationT_co]):
-    """Where a serving plan becomes running workloads: Kubernetes objects or local processes.
+class RuntimeCatalog(Protocol):
+    """The InferenceRuntimes a service can run on: a cluster's, or those in local-mode files.
 
-    Generic so the core's plan and observation types stay the only contract between them.
+    Runtime resolution (`noctaya.core.runtime_selection.resolve_runtime`) reads them only
+    through this port, so a service selects the same runtime wherever it is served.
     """
 
-    def apply(self, plan: PlanT_contra) -> None:
-        """Make the world match `plan`; idempotent."""
+    def candidates(self) -> Iterable[RuntimeCandidate]:
+        """Every runtime, as much as vendor selection needs to compare them."""
         ...
 
-    def observe(self, plan: PlanT_contra) -> ObservationT_co:
-        """What is running for `plan` right now, in vendor-neutral terms."""
+    def runtime(self, name: str) -> InferenceRuntime:
+        """The runtime called `name`; a `NoctayaError("RuntimeResolution", …)` in the catalog's
+        own words when there is none, or it cannot be read."""
         ...
 
 
-class TokenSource(Protocol):
-    """A secret that may rotate (client API key, demand token): read fresh on every call."""
+class WorkloadOrchestrator(Protocol):
+    """Where a serving plan becomes running workloads: Kubernetes objects or local processes.
 
-    def token(self) -> str:
-        """The current value; callers never cache it, so rotation needs no restart."""
+    `apply` may return before the workloads run (the platform converges on the plan, as
+    Kubernetes does); `observe` says how far it got, in the core's vendor-neutral terms.
+    """
+
+    def apply(self, plan: ServingPlan) -> None:
+        """Make the workloads of `plan.service` match `plan`; idempotent. A plan the platform
+        cannot run is refused before anything changes."""
+        ...
+
+    def observe(self, plan: ServingPlan) -> BackendObservation:
+        """What the backend of `plan.service` is doing right now."""
         ...
 
 

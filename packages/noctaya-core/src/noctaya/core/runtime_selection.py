@@ -1,16 +1,23 @@
 """Which InferenceRuntime serves a service: a pinned name, or vendor order then priority.
 
 Vendor order beats priority: a lower-priority runtime of the first listed vendor wins over any
-runtime of a later vendor. A tie at the top priority is an error, never a silent pick.
+runtime of a later vendor. A tie at the top priority is an error, never a silent pick. The
+operator and local mode both resolve through `resolve_runtime`, over their own `RuntimeCatalog`.
 """
 
 from __future__ import annotations
 
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 from noctaya.core.errors import NoctayaError
 from noctaya.core.values.go_text import go_list, go_quote
+
+if TYPE_CHECKING:
+    from noctaya.core.api import InferenceRuntime
+    from noctaya.core.api.llmservice import RuntimeSelection
+    from noctaya.core.ports import RuntimeCatalog
 
 REASON = "RuntimeResolution"
 
@@ -58,3 +65,26 @@ def select_runtime(
             )
         return best[0]
     raise NoctayaError(REASON, f"no InferenceRuntime matches vendors {go_list(vendors)}")
+
+
+def selected_vendors(selection: RuntimeSelection) -> list[str]:
+    return list(selection.selector.vendor or []) if selection.selector else []
+
+
+def resolve_runtime(selection: RuntimeSelection, catalog: RuntimeCatalog) -> InferenceRuntime:
+    """The runtime a service's `spec.runtime` chooses among those `catalog` holds."""
+    vendors = selected_vendors(selection)
+    pinned = pinned_runtime_name(selection.name, vendors)
+    if pinned is None:
+        pinned = select_runtime(catalog.candidates(), vendors).name
+    return catalog.runtime(pinned)
+
+
+def may_choose(
+    name: str | None, vendors: Sequence[str], runtime: str, runtime_vendor: str | None
+) -> bool:
+    """Whether a selection (pinned `name`, or `vendors`) can choose the runtime called `runtime`
+    of `runtime_vendor`: the services a change to that runtime concerns."""
+    if name:
+        return name == runtime
+    return bool(runtime_vendor) and runtime_vendor in vendors

@@ -10,10 +10,7 @@ demand up forever. Time comes from an injected clock so the policy is tested wit
 
 from __future__ import annotations
 
-from collections.abc import Callable
-
-Clock = Callable[[], float]
-"""Monotonic seconds."""
+from noctaya.core.ports import Clock
 
 READY_GRACE_SECONDS = 15.0
 

@@ -10,6 +10,7 @@ from __future__ import annotations
 from kubernetes.client import ApiClient
 from noctaya.core.api import API_GROUP
 from noctaya.core.plugins import VendorRegistry
+from noctaya.core.runtime_selection import may_choose
 from noctaya.k8s import kinds
 from noctaya.k8s.reader import CachedReader
 from noctaya.k8s.reconciler import LLMServiceReconciler, OperatorSettings
@@ -26,16 +27,20 @@ _OWNED = (kinds.DEPLOYMENT, kinds.SERVICE, kinds.PVC, kinds.SECRET, kinds.JOB, k
 
 
 def services_using_runtime(services: Store) -> Mapper:
-    """An InferenceRuntime concerns every service that pins it or selects its vendor."""
+    """An InferenceRuntime concerns every service whose selection may choose it.
+
+    Read from the cached objects as they are: decoding every service on each runtime event
+    would cost more than the reconciles it saves.
+    """
 
     def keys(runtime: KubeObject) -> list[ObjectKey]:
-        name = runtime.get("metadata", {}).get("name")
+        name = str(runtime.get("metadata", {}).get("name") or "")
         vendor = runtime.get("spec", {}).get("vendor")
         matched = []
         for service in services.list():
             selection = service.get("spec", {}).get("runtime") or {}
             vendors = (selection.get("selector") or {}).get("vendor") or []
-            if selection.get("name") == name or (vendor and vendor in vendors):
+            if may_choose(selection.get("name"), vendors, name, vendor):
                 matched.append(object_key(service))
         return matched
 

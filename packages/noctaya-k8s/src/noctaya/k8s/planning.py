@@ -1,8 +1,9 @@
-"""From an LLMService to its serving plan: resolve the runtime, the vendor and the model, then plan.
+"""The core's planner over a cluster: the InferenceRuntimes it resolves among are read through a
+`Reader`.
 
-Reads only, and only through a `Reader`: the operator reads the API server or its caches, and
-`noctaya render` / `noctaya validate` read the manifests they were given, so the offline answer
-is the operator's answer.
+Reads only: the operator reads the API server or its caches, and `noctaya render` /
+`noctaya validate` read the manifests they were given, so the offline answer is the operator's
+answer.
 """
 
 from __future__ import annotations
@@ -12,17 +13,12 @@ from collections.abc import Callable
 from typing import TypeVar
 
 from kubernetes.client.exceptions import ApiException
-from noctaya.core.api import InferenceRuntime, LLMService, read_inferenceruntime
+from noctaya.core.api import InferenceRuntime, read_inferenceruntime
 from noctaya.core.errors import NoctayaError
-from noctaya.core.model_source import resolve_model_spec
-from noctaya.core.plan.serving import ServingPlan, plan_serving
+from noctaya.core.plan import planner
+from noctaya.core.plan.planner import PlanSettings
 from noctaya.core.plugins import VendorRegistry
-from noctaya.core.runtime_selection import (
-    RuntimeCandidate,
-    pinned_runtime_name,
-    runtime_lookup_error,
-    select_runtime,
-)
+from noctaya.core.runtime_selection import RuntimeCandidate, runtime_lookup_error
 from noctaya.k8s import kinds
 from noctaya.k8s.reader import KubeObject, Reader
 
@@ -44,8 +40,54 @@ def api_message(error: Exception) -> str:
     return str(getattr(error, "reason", None) or error)
 
 
-class ServicePlanner:
-    """Plans services against the runtimes a `Reader` sees and the installed vendor plugins."""
+class ClusterRuntimes:
+    """The `RuntimeCatalog` of a cluster: the InferenceRuntimes a `Reader` sees."""
+
+    def __init__(self, reader: Reader) -> None:
+        self._reader = reader
+        self._decoded: dict[str, tuple[str, InferenceRuntime]] = {}
+        """Decoded runtimes by name, with the resourceVersion they were decoded at: each of a
+        runtime's hundreds of services would otherwise validate the same unchanged object."""
+
+    def candidates(self) -> list[RuntimeCandidate]:
+        listed = api_step(
+            "RuntimeResolution", lambda: self._reader.list(kinds.INFERENCE_RUNTIME, "", "")
+        )
+        return [
+            RuntimeCandidate(
+                name=obj["metadata"]["name"],
+                vendor=str(obj.get("spec", {}).get("vendor", "")),
+                priority=int(obj.get("spec", {}).get("priority") or 0),
+            )
+            for obj in listed
+        ]
+
+    def runtime(self, name: str) -> InferenceRuntime:
+        try:
+            obj = self._reader.get(kinds.INFERENCE_RUNTIME, "", name)
+        except ApiException as error:
+            raise runtime_lookup_error(name, api_message(error)) from error
+        if obj is None:
+            raise runtime_lookup_error(
+                name, f'inferenceruntimes.serving.noctaya.io "{name}" not found'
+            )
+        return self._decode(obj)
+
+    def _decode(self, obj: KubeObject) -> InferenceRuntime:
+        """The runtime decoded, once per resourceVersion; the model is shared, so read-only."""
+        metadata = obj.get("metadata") or {}
+        name, version = metadata.get("name", ""), metadata.get("resourceVersion")
+        cached = self._decoded.get(name)
+        if version and cached is not None and cached[0] == version:
+            return cached[1]
+        runtime = _parse_runtime(obj)
+        if version:
+            self._decoded[name] = (version, runtime)
+        return runtime
+
+
+class ServicePlanner(planner.ServicePlanner):
+    """The core's planner over the runtimes a `Reader` sees and the installed vendor plugins."""
 
     def __init__(
         self,
@@ -56,72 +98,11 @@ class ServicePlanner:
         gateway_replicas: int,
         fetch_image: str | None = None,
     ) -> None:
-        self._reader = reader
-        self._vendors = vendors
-        self._gateway_image = gateway_image
-        self._gateway_replicas = gateway_replicas
-        self._fetch_image = fetch_image
-        self._runtimes: dict[str, tuple[str, InferenceRuntime]] = {}
-        """Decoded runtimes by name, with the resourceVersion they were decoded at: each of a
-        runtime's hundreds of services would otherwise validate the same unchanged object."""
-
-    def plan(self, service: LLMService) -> ServingPlan:
-        runtime = self.resolve_runtime(service)
-        # Vendor names are open-ended: the installed plugins decide (else UnsupportedVendor).
-        adapter = self._vendors.adapter(runtime.spec.vendor)
-        model = resolve_model_spec(service.spec.model)
-        return plan_serving(
-            service,
-            runtime,
-            adapter,
-            model,
-            gateway_image=self._gateway_image,
-            gateway_replicas=self._gateway_replicas,
-            fetch_image=self._fetch_image,
+        super().__init__(
+            ClusterRuntimes(reader),
+            vendors,
+            PlanSettings(gateway_image, gateway_replicas, fetch_image),
         )
-
-    def resolve_runtime(self, service: LLMService) -> InferenceRuntime:
-        selection = service.spec.runtime
-        vendors = list(selection.selector.vendor or []) if selection.selector else []
-        pinned = pinned_runtime_name(selection.name, vendors)
-        if pinned is not None:
-            try:
-                obj = self._reader.get(kinds.INFERENCE_RUNTIME, "", pinned)
-            except ApiException as error:
-                raise runtime_lookup_error(pinned, api_message(error)) from error
-            if obj is None:
-                raise runtime_lookup_error(
-                    pinned, f'inferenceruntimes.serving.noctaya.io "{pinned}" not found'
-                )
-            return self._decoded(obj)
-        runtimes = {
-            obj["metadata"]["name"]: obj
-            for obj in api_step(
-                "RuntimeResolution", lambda: self._reader.list(kinds.INFERENCE_RUNTIME, "", "")
-            )
-        }
-        candidates = [
-            RuntimeCandidate(
-                name=name,
-                vendor=str(obj.get("spec", {}).get("vendor", "")),
-                priority=int(obj.get("spec", {}).get("priority") or 0),
-            )
-            for name, obj in runtimes.items()
-        ]
-        chosen = select_runtime(candidates, vendors)
-        return self._decoded(runtimes[chosen.name])
-
-    def _decoded(self, obj: KubeObject) -> InferenceRuntime:
-        """The runtime decoded, once per resourceVersion; the model is shared, so read-only."""
-        metadata = obj.get("metadata") or {}
-        name, version = metadata.get("name", ""), metadata.get("resourceVersion")
-        cached = self._runtimes.get(name)
-        if version and cached is not None and cached[0] == version:
-            return cached[1]
-        runtime = _parse_runtime(obj)
-        if version:
-            self._runtimes[name] = (version, runtime)
-        return runtime
 
 
 def _parse_runtime(obj: KubeObject) -> InferenceRuntime:

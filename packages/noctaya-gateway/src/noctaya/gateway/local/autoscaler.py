@@ -11,9 +11,10 @@ from __future__ import annotations
 
 import asyncio
 import logging
-from collections.abc import AsyncIterator, Callable
+from collections.abc import AsyncIterator
 
 from noctaya.core.plan.autoscaling import AutoscalingPlan
+from noctaya.core.ports import Clock
 from noctaya.gateway.local import log_lines
 from noctaya.gateway.local.engine import EngineReplica
 
@@ -24,7 +25,7 @@ class Cooldown:
     """KEDA's scale-down timing on an injected clock: a countdown that starts when demand turns
     inactive while the engine runs above its floor, and that returning demand cancels."""
 
-    def __init__(self, seconds: float, clock: Callable[[], float]) -> None:
+    def __init__(self, seconds: float, clock: Clock) -> None:
         self.seconds = seconds
         self._clock = clock
         self._active = False

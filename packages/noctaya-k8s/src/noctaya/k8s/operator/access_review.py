@@ -16,11 +16,11 @@ import logging
 import threading
 import time
 from collections import OrderedDict
-from collections.abc import Callable
 from http import HTTPStatus
 from typing import Any
 
 from kubernetes import client as k8s
+from noctaya.core.ports import Clock
 from noctaya.k8s.runtime.resources import describe_error
 
 log = logging.getLogger(__name__)
@@ -41,7 +41,7 @@ class DecisionCache:
         size: int = CACHE_SIZE,
         allowed_ttl: float = ALLOWED_TTL,
         refused_ttl: float = REFUSED_TTL,
-        clock: Callable[[], float] = time.monotonic,
+        clock: Clock = time.monotonic,
     ) -> None:
         if size < 1:
             raise ValueError(f"the decision cache needs room for at least 1 entry, got {size}")

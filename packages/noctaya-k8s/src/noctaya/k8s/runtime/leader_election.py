@@ -34,6 +34,7 @@ from typing import Any
 
 from kubernetes.client import ApiClient
 from kubernetes.client.exceptions import ApiException
+from noctaya.core.ports import Clock
 
 from .resources import (
     ResourceKind,
@@ -101,7 +102,7 @@ class LeaderElector:
         config: LeaderElectionConfig,
         on_started_leading: Callable[[], None] = lambda: None,
         on_lost_leadership: Callable[[], None] = lambda: None,
-        clock: Callable[[], float] = time.monotonic,
+        clock: Clock = time.monotonic,
     ) -> None:
         self.config = config
         # Own connections: renewals never queue behind watches in the shared pool, as

@@ -20,7 +20,7 @@ import copy
 import json
 import threading
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from contextlib import contextmanager
 from contextvars import ContextVar
 from dataclasses import dataclass
@@ -30,6 +30,7 @@ from kubernetes.client import ApiClient
 from kubernetes.client.exceptions import ApiException
 from kubernetes.dynamic import DynamicClient
 from kubernetes.dynamic.exceptions import ResourceNotFoundError
+from noctaya.core.ports import Clock
 
 _DISCOVERY_LOCK = threading.Lock()
 NOT_SERVED_TTL = 10.0
@@ -46,7 +47,7 @@ class DeadlineExceeded(TimeoutError):
     """An API call (or the discovery before it) ran out of its time budget."""
 
 
-def remaining(deadline: float, what: str, clock: Callable[[], float] = time.monotonic) -> float:
+def remaining(deadline: float, what: str, clock: Clock = time.monotonic) -> float:
     """Seconds left until `deadline` on `clock`; raises DeadlineExceeded once none are left."""
     left = deadline - clock()
     if left <= 0:
@@ -85,7 +86,7 @@ class ResourceResolver:
         self,
         api_client: ApiClient,
         not_served_ttl: float = NOT_SERVED_TTL,
-        clock: Callable[[], float] = time.monotonic,
+        clock: Clock = time.monotonic,
     ) -> None:
         self._api_client = api_client
         self._dynamic: DynamicClient | None = None

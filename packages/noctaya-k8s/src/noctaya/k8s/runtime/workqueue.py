@@ -13,12 +13,12 @@ import itertools
 import threading
 import time
 from collections import deque
-from collections.abc import Callable, Hashable
+from collections.abc import Hashable
 from typing import Generic, TypeVar
 
-K = TypeVar("K", bound=Hashable)
+from noctaya.core.ports import Clock
 
-Clock = Callable[[], float]
+K = TypeVar("K", bound=Hashable)
 
 DEFAULT_BASE_DELAY = 0.005
 DEFAULT_MAX_DELAY = 1000.0

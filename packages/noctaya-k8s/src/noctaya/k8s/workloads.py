@@ -1,0 +1,135 @@
+"""The core's `WorkloadOrchestrator` on a cluster: a plan rendered to objects, written in order,
+and the backend observed.
+
+Every object is rendered before the first write, so a plan that cannot be rendered changes
+nothing. The ScaledObject is written first: without it KEDA would never scale the backend up,
+so a service whose ScaledObject cannot be applied gets no other object. Create-once objects
+(demand Secret, cache PVC, prewarm Job) come next, then the applied ones.
+"""
+
+from __future__ import annotations
+
+import base64
+
+from kubernetes.client.exceptions import ApiException
+from noctaya.core.errors import NoctayaError
+from noctaya.core.observation import BackendObservation
+from noctaya.core.plan.serving import ServingPlan
+from noctaya.k8s import kinds
+from noctaya.k8s.apply import Applier
+from noctaya.k8s.observe import observe
+from noctaya.k8s.planning import api_message, api_step
+from noctaya.k8s.reader import KubeObject, Reader
+from noctaya.k8s.render.labels import backend_pod_selector
+from noctaya.k8s.render.serving import render_serving
+from noctaya.k8s.runtime.resources import KindNotServed, ResourceKind, api_status
+
+AUTOSCALING_UNAVAILABLE_PREFIX = (
+    "KEDA ScaledObject CRD is required before deploying an LLMService: "
+)
+_MIN_DEMAND_TOKEN = 32
+
+
+class ClusterWorkloads:
+    """The objects of one LLMService (`owner`, as read from the API server), which they are
+    owned by and garbage-collected with."""
+
+    def __init__(self, applier: Applier, reader: Reader, owner: KubeObject) -> None:
+        self._applier = applier
+        self._reader = reader
+        self._owner = owner
+        self.autoscaling_applied = False
+        """Whether the ScaledObject was written: a later failure keeps AutoscalingReady True."""
+
+    def apply(self, plan: ServingPlan) -> None:
+        rendered = render_serving(plan)
+        svc, owner, applier = plan.service, self._owner, self._applier
+        uid = owner["metadata"]["uid"]
+
+        def apply(reason: str, obj: KubeObject) -> None:
+            api_step(reason, lambda: applier.apply(obj, owner, reason))
+
+        def create_once(reason: str, obj: KubeObject) -> KubeObject:
+            return api_step(reason, lambda: applier.create_once(obj, owner, reason))
+
+        def delete(reason: str, kind: ResourceKind, name: str) -> None:
+            api_step(reason, lambda: applier.delete_if_controlled(kind, svc.namespace, name, uid))
+
+        try:
+            applier.apply(rendered.scaled_object, owner, "ApplyScaledObject")
+        except KindNotServed as missing:
+            raise NoctayaError(
+                "AutoscalingUnavailable", AUTOSCALING_UNAVAILABLE_PREFIX + str(missing)
+            ) from missing
+        except ApiException as error:
+            if api_status(error) == 404:
+                raise NoctayaError(
+                    "AutoscalingUnavailable", AUTOSCALING_UNAVAILABLE_PREFIX + api_message(error)
+                ) from error
+            raise NoctayaError("ApplyScaledObject", api_message(error)) from error
+        self.autoscaling_applied = True
+
+        if rendered.demand_secret is not None:
+            _check_demand_secret(create_once("ApplyDemandAuthentication", rendered.demand_secret))
+        if rendered.cache_pvc is not None:
+            create_once("ApplyCachePVC", rendered.cache_pvc)
+        if rendered.prewarm_job is not None:
+            create_once("ApplyPrewarmJob", rendered.prewarm_job)
+        apply("ApplyDeployment", rendered.deployment)
+        apply("ApplyBackendService", rendered.backend_service)
+        apply("ApplyGateway", rendered.gateway_deployment)
+        apply("ApplyGatewayService", rendered.gateway_service)
+        if rendered.gateway_pdb is not None:
+            apply("ApplyGatewayPodDisruptionBudget", rendered.gateway_pdb)
+        else:
+            delete("DeleteGatewayPodDisruptionBudget", kinds.PDB, svc.gateway)
+        if rendered.aggregator is not None:
+            apply("ApplyGatewayScaler", rendered.aggregator)
+        apply("ApplyGatewayScalerService", rendered.scaler_service)
+        if rendered.aggregator is None:
+            delete("DeleteGatewayScaler", kinds.DEPLOYMENT, svc.scaler)
+            delete("DeleteDemandAuthentication", kinds.SECRET, svc.demand_secret)
+
+    def observe(self, plan: ServingPlan) -> BackendObservation:
+        svc, reader = plan.service, self._reader
+        if plan.prewarm is not None:
+            job = api_step(
+                "ObservePrewarmJob", lambda: reader.get(kinds.JOB, svc.namespace, svc.prewarm_job)
+            )
+            _check_prewarm_job(svc.prewarm_job, job)
+        deployment = api_step(
+            "ObserveBackendDeployment",
+            lambda: reader.get(kinds.DEPLOYMENT, svc.namespace, svc.name),
+        )
+        pods = api_step(
+            "ObserveBackendPods",
+            lambda: reader.list(kinds.POD, svc.namespace, backend_pod_selector(svc, plan.runtime)),
+        )
+        return observe(deployment or {}, pods)
+
+
+def _check_demand_secret(secret: KubeObject) -> None:
+    name = secret["metadata"]["name"]
+    encoded = (secret.get("data") or {}).get("token")
+    if encoded is None:
+        raise NoctayaError(
+            "DemandAuthentication", f'demand authentication Secret {name} is missing key "token"'
+        )
+    try:
+        token = base64.b64decode(encoded).decode().strip()
+    except ValueError:
+        token = ""
+    if len(token) < _MIN_DEMAND_TOKEN:
+        raise NoctayaError(
+            "DemandAuthentication",
+            f"demand authentication Secret {name} is invalid: demand authentication token "
+            "must contain at least 32 characters",
+        )
+
+
+def _check_prewarm_job(name: str, job: KubeObject | None) -> None:
+    for condition in ((job or {}).get("status") or {}).get("conditions") or []:
+        if condition.get("type") == "Failed" and condition.get("status") == "True":
+            raise NoctayaError(
+                "PrewarmFailed", f"prewarm Job {name} failed: {condition.get('message', '')}"
+            )
