@@ -7,7 +7,9 @@ of noctaya.core and noctaya.k8s:
 - a module constant `REASON = "Reason"` (used as `NoctayaError(REASON, ...)`);
 - the reconciler's steps `api_step("Reason", ...)`, `apply(...)`, `create_once(...)`,
   `delete(...)` and `applier.apply(obj, owner, "Reason")`;
-- the observation's constants (`IMAGE_PULL_FAILED = "ImagePullFailed"` in observation.py);
+- the observation's public constants (`IMAGE_PULL_FAILED = "ImagePullFailed"` in
+  observation.py; its private ones, such as `_CREATING = "ContainerCreating"`, are the kubelet's
+  words it reads, never reasons it writes);
 - the status policy's condition values `(TRUE/FALSE, "Reason", "message")` and
   `StatusEvent(type, "Reason", ...)`.
 
@@ -45,7 +47,8 @@ def _reasons_in(tree: ast.Module, *, observation: bool) -> set[str]:
             found |= {text} if len(node.args) > 1 and (text := _reason(node.args[1])) else set()
         elif isinstance(node, ast.Assign) and node.col_offset == 0:
             names = {t.id for t in node.targets if isinstance(t, ast.Name)}
-            if "REASON" in names or (observation and all(n.isupper() for n in names)):
+            public = all(n.isupper() and not n.startswith("_") for n in names)
+            if "REASON" in names or (observation and public):
                 found |= {text} if (text := _reason(node.value)) else set()
         elif isinstance(node, ast.Tuple) and len(node.elts) == 3:
             status, reason, _ = node.elts

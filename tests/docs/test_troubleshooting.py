@@ -50,6 +50,7 @@ def test_the_scan_finds_reasons_of_every_shape() -> None:
         "Healthy",  # status condition value
         "BackendRecovered",  # StatusEvent reason
     } <= code_reasons()
+    assert "ContainerCreating" not in code_reasons()  # the kubelet's word, read, never written
 
 
 def section(reason: str) -> str:

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import time
 from collections.abc import Callable
+from datetime import UTC, datetime
 from typing import Any, TypeVar
 
 from kubernetes import client as k8s_client
@@ -26,6 +27,7 @@ WAIT = 30.0
 MANAGED_BY = "app.kubernetes.io/managed-by"
 LLMSERVICE_LABEL = "serving.noctaya.io/llmservice"
 RUNTIME_LABEL = "serving.noctaya.io/runtime"
+GATEWAY_LABEL = "serving.noctaya.io/gateway"
 OWNER_API_VERSION = "serving.noctaya.io/v1alpha1"
 
 
@@ -181,22 +183,25 @@ def reconciled(resources: CustomResources, namespace: str, name: str) -> Any:
 
 def events(api_client: k8s_client.ApiClient, namespace: str) -> list[Manifest]:
     """The operator's events.k8s.io/v1 Events in the namespace, as (type, reason, action, note,
-    regarding). The API server records its own beside them (its Service cluster-IP repair
-    loop reports `ClusterIPNotAllocated` when it runs between an allocation and its Service's
-    write); those say nothing about the operator.
+    regarding). Read as plain JSON: a kubelet's event has no `eventTime` in this API version,
+    which the typed client refuses. The API server records its own beside them (its Service
+    cluster-IP repair loop reports `ClusterIPNotAllocated` when it runs between an allocation
+    and its Service's write); those say nothing about the operator.
     """
-    listed = k8s_client.EventsV1Api(api_client).list_namespaced_event(namespace)
+    client = dynamic(api_client)
+    resource = _resource(client, "events.k8s.io/v1", "Event")
+    listed = client.get(resource, namespace=namespace).to_dict()  # type: ignore[no-untyped-call]
     return [
         {
-            "type": e.type,
-            "reason": e.reason,
-            "action": e.action,
-            "note": e.note,
-            "reportingController": e.reporting_controller,
-            "regarding": e.regarding.name if e.regarding else None,
+            "type": e.get("type"),
+            "reason": e.get("reason"),
+            "action": e.get("action"),
+            "note": e.get("note"),
+            "reportingController": e.get("reportingController"),
+            "regarding": (e.get("regarding") or {}).get("name"),
         }
-        for e in listed.items
-        if e.reporting_controller == REPORTING_CONTROLLER
+        for e in listed["items"]
+        if e.get("reportingController") == REPORTING_CONTROLLER
     ]
 
 
@@ -204,20 +209,67 @@ def backend_pod(
     api_client: k8s_client.ApiClient, namespace: str, service: str, runtime: str, name: str
 ) -> str:
     """A Pod as the backend Deployment would create it, with the backend pods' labels."""
-    labels = {
-        "app.kubernetes.io/name": service,
-        MANAGED_BY: "noctaya",
-        LLMSERVICE_LABEL: service,
-        RUNTIME_LABEL: runtime,
-    }
+    labels = {LLMSERVICE_LABEL: service, RUNTIME_LABEL: runtime}
+    _pod(api_client, namespace, name, service, labels, "serving", "vllm/vllm-openai:v0.10.0")
+    return name
+
+
+def gateway_pod(
+    api_client: k8s_client.ApiClient, namespace: str, service: str, name: str
+) -> Manifest:
+    """A Pod as the gateway Deployment would create it, with the gateway pods' labels."""
+    labels = {GATEWAY_LABEL: service}
+    image = "ghcr.io/noctaya/noctaya:test"
+    return _pod(api_client, namespace, name, f"{service}-gateway", labels, "gateway", image)
+
+
+def _pod(
+    api_client: k8s_client.ApiClient,
+    namespace: str,
+    name: str,
+    app: str,
+    labels: dict[str, str],
+    container: str,
+    image: str,
+) -> Manifest:
     body: Manifest = {
         "apiVersion": "v1",
         "kind": "Pod",
-        "metadata": {"name": name, "labels": labels},
-        "spec": {"containers": [{"name": "serving", "image": "vllm/vllm-openai:v0.10.0"}]},
+        "metadata": {
+            "name": name,
+            "labels": {"app.kubernetes.io/name": app, MANAGED_BY: "noctaya", **labels},
+        },
+        "spec": {"containers": [{"name": container, "image": image}]},
+    }
+    return create(api_client, namespace, body)
+
+
+def kubelet_event(
+    api_client: k8s_client.ApiClient, namespace: str, pod: Manifest, reason: str, message: str
+) -> None:
+    """A Warning about `pod`, recorded as the kubelet records one (a core/v1 Event)."""
+    now = datetime.now(UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
+    meta = pod["metadata"]
+    body: Manifest = {
+        "apiVersion": "v1",
+        "kind": "Event",
+        "metadata": {"generateName": f"{meta['name']}."},
+        "involvedObject": {
+            "apiVersion": "v1",
+            "kind": "Pod",
+            "name": meta["name"],
+            "namespace": namespace,
+            "uid": meta["uid"],
+        },
+        "reason": reason,
+        "message": message,
+        "type": "Warning",
+        "source": {"component": "kubelet", "host": "node-1"},
+        "firstTimestamp": now,
+        "lastTimestamp": now,
+        "count": 1,
     }
     create(api_client, namespace, body)
-    return name
 
 
 def set_pod_status(
@@ -236,15 +288,20 @@ def serving_status(
     last_terminated: str | None = None,
     pod_conditions: list[Manifest] | None = None,
     container_started: bool = True,
+    container_name: str = "serving",
+    waiting_message: str | None = None,
 ) -> Manifest:
-    """A Pod status whose `serving` container is in the given state (or not created yet)."""
+    """A Pod status whose `serving` (or other) container is in the given state (or not created
+    yet)."""
     state: Manifest = {}
     if waiting is not None:
         state = {"waiting": {"reason": waiting}}
+        if waiting_message is not None:
+            state["waiting"]["message"] = waiting_message
     elif running:
         state = {"running": {"startedAt": "2025-01-01T00:00:00Z"}}
     container: Manifest = {
-        "name": "serving",
+        "name": container_name,
         "image": "vllm/vllm-openai:v0.10.0",
         "imageID": "",
         "ready": ready,
@@ -272,3 +329,10 @@ def set_deployment_status(
     api_client: k8s_client.ApiClient, namespace: str, name: str, status: Manifest
 ) -> None:
     replace_status(api_client, "apps/v1", "Deployment", namespace, name, status)
+
+
+def set_gateway_available(api_client: k8s_client.ApiClient, namespace: str, service: str) -> None:
+    """The gateway Deployment with one available replica, as the deployment controller reports
+    it once its pod is ready: without one, a service is never Ready."""
+    status = {"replicas": 1, "readyReplicas": 1, "availableReplicas": 1}
+    set_deployment_status(api_client, namespace, f"{service}-gateway", status)

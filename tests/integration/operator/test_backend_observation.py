@@ -22,6 +22,7 @@ from .cluster import (
     events,
     serving_status,
     set_deployment_status,
+    set_gateway_available,
     set_pod_status,
 )
 
@@ -112,6 +113,7 @@ def backend(
     changes = {"runtime": {"name": runtime_name}, "cache": {"strategy": "None"}}
     resources.create(llmservice(SVC, changes), namespace)
     reconciler.reconcile((namespace, SVC))
+    set_gateway_available(api_client, namespace, SVC)
     return Backend(
         api_client, namespace, runtime_name, reconciler, lambda: status_of(SVC, namespace)
     )

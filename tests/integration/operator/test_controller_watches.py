@@ -16,9 +16,12 @@ from .cluster import (
     backend_pod,
     condition_values,
     eventually,
+    gateway_pod,
+    kubelet_event,
     patch,
     read,
     reconciled,
+    replace_status,
     runtimes,
     serving_status,
     set_pod_status,
@@ -144,6 +147,61 @@ def test_backend_pod_change_wakes_its_service(
     eventually(
         lambda: degraded_by(resources, namespace, "watched") == "ImagePullFailed",
         "the pod's image pull failure to reach the service status",
+    )
+
+
+def test_gateway_pod_change_and_the_kubelets_mount_failure_wake_its_service(
+    api_client: k8s_client.ApiClient,
+    resources: CustomResources,
+    namespace: str,
+    runtime_name: str,
+    start_controller: StartController,
+) -> None:
+    serving_one_service(resources, namespace, runtime_name, start_controller, "fronted")
+
+    pod = gateway_pod(api_client, namespace, "fronted", "fronted-gateway-abc")
+    pulling = serving_status(container_name="gateway", phase="Pending", waiting="ErrImagePull")
+    set_pod_status(api_client, namespace, pod["metadata"]["name"], pulling)
+    eventually(
+        lambda: degraded_by(resources, namespace, "fronted") == "ImagePullFailed",
+        "the gateway pod's image pull failure to reach the service status",
+    )
+
+    creating = serving_status(
+        container_name="gateway", phase="Pending", waiting="ContainerCreating"
+    )
+    set_pod_status(api_client, namespace, pod["metadata"]["name"], creating)
+    eventually(
+        lambda: degraded_by(resources, namespace, "fronted") is None,
+        "the image pulled, the gateway pod starting",
+    )
+    note = 'MountVolume.SetUp failed for volume "client-auth" : secret "k" not found'
+    kubelet_event(api_client, namespace, pod, "FailedMount", note)
+    eventually(
+        lambda: degraded_by(resources, namespace, "fronted") == "ContainerConfigError",
+        "the kubelet's FailedMount event to reach the service status",
+    )
+
+
+def test_kedas_readiness_verdict_wakes_its_service(
+    api_client: k8s_client.ApiClient,
+    resources: CustomResources,
+    namespace: str,
+    runtime_name: str,
+    start_controller: StartController,
+) -> None:
+    serving_one_service(resources, namespace, runtime_name, start_controller, "scaled")
+
+    def autoscaling() -> tuple[str, str, str]:
+        status = reconciled(resources, namespace, "scaled") or {}
+        return condition_values(status)["AutoscalingReady"]
+
+    ready = {"type": "Ready", "status": "False", "reason": "ScaledObjectCheckFailed"}
+    status = {"conditions": [{**ready, "message": "no triggers"}]}
+    replace_status(api_client, "keda.sh/v1alpha1", "ScaledObject", namespace, "scaled", status)
+    eventually(
+        lambda: autoscaling()[:2] == ("False", "ScaledObjectNotReady"),
+        "KEDA's verdict to reach AutoscalingReady",
     )
 
 

@@ -348,7 +348,13 @@ def test_single_gateway_service_renders_its_whole_stack_owned_by_the_service(
             "ScaledObjectApplied",
             "KEDA External Push autoscaling is configured",
         ),
-        "Ready": ("False", "ScaledToZero", "Backend is scaled to zero"),
+        # No controller-manager here: the gateway Deployment never gets a replica.
+        "Ready": (
+            "False",
+            "GatewayUnavailable",
+            'Gateway Deployment "qwen-gateway" has no available replica: '
+            "Waiting for the gateway Deployment to create a gateway Pod",
+        ),
         "Degraded": (
             "False",
             "Inactive",

@@ -1,15 +1,31 @@
-"""Backend failure classification: each pod rule, the priority between pods, the deadline."""
+"""Failure classification: each pod rule, the priority between pods, the deadline; the
+backend's exactly as the contract has it, the gateway's with the same reasons and its own
+words, and KEDA's verdict on the ScaledObject."""
+
+from collections.abc import Iterable
 
 import pytest
 from noctaya.core.observation import (
-    BackendObservation,
+    BACKEND,
+    GATEWAY,
     DeploymentFacts,
     PodFacts,
+    PodObservation,
+    ScaledObjectFacts,
+    TierObservation,
+    autoscaling_failure,
     classify_pod,
-    observe_backend,
+    observe_tier,
 )
 
 NO_DEPLOYMENT_ACTIVITY = DeploymentFacts()
+SECRET_MISSING = 'MountVolume.SetUp failed for volume "client-auth" : secret "key" not found'
+
+
+def observe_backend(deployment: DeploymentFacts, pods: Iterable[PodFacts]) -> TierObservation:
+    return observe_tier(BACKEND, deployment, pods)
+
+
 DEADLINE_EXCEEDED = DeploymentFacts(
     replicas=1, progressing_status="False", progressing_reason="ProgressDeadlineExceeded"
 )
@@ -129,7 +145,7 @@ def test_anything_else_is_starting(pod: PodFacts) -> None:
 
 
 def test_no_pods_means_waiting_for_the_deployment_to_create_one() -> None:
-    assert observe_backend(NO_DEPLOYMENT_ACTIVITY, []) == BackendObservation(
+    assert observe_backend(NO_DEPLOYMENT_ACTIVITY, []) == TierObservation(
         reason="Activating",
         message="Waiting for the backend Deployment to create a serving Pod",
         degraded=False,
@@ -256,3 +272,146 @@ def test_progressing_condition_other_than_deadline_exceeded_does_not_degrade(
     deployment = DeploymentFacts(replicas=1, progressing_status=status, progressing_reason=reason)
     observation = observe_backend(deployment, [PodFacts("llama-0", running=True)])
     assert (observation.reason, observation.degraded) == ("ModelLoading", False)
+
+
+@pytest.mark.parametrize(
+    ("pod", "reason", "message"),
+    [
+        (
+            PodFacts("gw-0", waiting_reason="ImagePullBackOff"),
+            "ImagePullFailed",
+            'Gateway Pod "gw-0" cannot pull its gateway image; '
+            "check the operator's gateway image and the service's imagePullSecrets",
+        ),
+        (
+            PodFacts("gw-0", waiting_reason="CrashLoopBackOff", last_terminated_reason="OOMKilled"),
+            "OOMKilled",
+            'Gateway Pod "gw-0" was OOMKilled; raise spec.endpoint.resources.limits.memory',
+        ),
+        (
+            PodFacts("gw-0", waiting_reason="CrashLoopBackOff", restart_count=3),
+            "CrashLoopBackOff",
+            'Gateway Pod "gw-0" is in CrashLoopBackOff; '
+            "inspect its gateway-container logs and configuration",
+        ),
+        (
+            PodFacts("gw-0", running=True, restart_count=2),
+            "ContainerRestarting",
+            'Gateway Pod "gw-0" repeatedly restarted; '
+            "inspect its gateway-container logs and exit reason",
+        ),
+        (
+            PodFacts(
+                "gw-0",
+                waiting_reason="CreateContainerConfigError",
+                waiting_message='secret "key" not found',
+            ),
+            "ContainerConfigError",
+            'Gateway Pod "gw-0" cannot start its gateway container: secret "key" not found; '
+            "create the Secret and key it names (spec.endpoint.authentication)",
+        ),
+        (
+            PodFacts("gw-0", waiting_reason="ContainerCreating", mount_failure=SECRET_MISSING),
+            "ContainerConfigError",
+            f'Gateway Pod "gw-0" cannot start its gateway container: {SECRET_MISSING}; '
+            "create the Secret and key it names (spec.endpoint.authentication)",
+        ),
+    ],
+)
+def test_gateway_faults_carry_the_backends_reasons_and_name_the_gateway(
+    pod: PodFacts, reason: str, message: str
+) -> None:
+    assert classify_pod(pod, GATEWAY) == PodObservation(reason, message, degraded=True)
+
+
+@pytest.mark.parametrize(
+    "pod",
+    [
+        PodFacts(
+            "gw-0",
+            waiting_reason="ContainerCreating",
+            mount_failure=SECRET_MISSING,
+            sandbox_ready=True,
+        ),
+        PodFacts("gw-0", running=True, mount_failure=SECRET_MISSING),
+        PodFacts("gw-0", waiting_reason="CrashLoopBackOff", mount_failure=SECRET_MISSING),
+    ],
+)
+def test_a_mount_failure_counts_only_while_it_keeps_the_container_from_starting(
+    pod: PodFacts,
+) -> None:
+    assert classify_pod(pod, GATEWAY).reason != "ContainerConfigError"
+
+
+def test_the_backend_reports_a_container_it_cannot_assemble_as_starting_as_before() -> None:
+    for pod in (
+        PodFacts("llama-0", waiting_reason="CreateContainerConfigError", waiting_message="no"),
+        PodFacts("llama-0", waiting_reason="ContainerCreating", mount_failure=SECRET_MISSING),
+    ):
+        assert classify_pod(pod) == classify_pod(PodFacts("llama-0"))
+
+
+def test_a_gateway_running_but_not_ready_is_starting_and_no_pod_is_activating() -> None:
+    running = classify_pod(PodFacts("gw-0", running=True), GATEWAY)
+    assert (running.reason, running.message, running.degraded) == (
+        "Starting",
+        'Gateway Pod "gw-0" is starting',
+        False,
+    )
+    none = observe_tier(GATEWAY, DeploymentFacts(replicas=1), [])
+    assert (none.reason, none.message, none.serving) == (
+        "Activating",
+        "Waiting for the gateway Deployment to create a gateway Pod",
+        False,
+    )
+
+
+def test_a_gateway_with_an_available_replica_serves_beside_a_failing_one() -> None:
+    deployment = DeploymentFacts(replicas=2, ready_replicas=1, available_replicas=1)
+    pods = [
+        PodFacts("gw-a", phase="Running", running=True, ready=True),
+        PodFacts("gw-b", waiting_reason="ErrImagePull"),
+    ]
+    observation = observe_tier(GATEWAY, deployment, pods)
+    assert (observation.serving, observation.degraded, observation.reason) == (
+        True,
+        True,
+        "ImagePullFailed",
+    )
+
+
+def test_the_gateway_deadline_names_the_gateway() -> None:
+    observation = observe_tier(GATEWAY, DEADLINE_EXCEEDED, [PodFacts("gw-0")])
+    assert (observation.reason, observation.message) == (
+        "ProgressDeadlineExceeded",
+        "Gateway Deployment exceeded its progress deadline; inspect its Pods and events",
+    )
+
+
+@pytest.mark.parametrize(
+    ("facts", "failure"),
+    [
+        (None, None),
+        (ScaledObjectFacts("llama"), None),
+        (ScaledObjectFacts("llama", "Unknown", "ScaledObjectCheckFailed", "starting"), None),
+        (ScaledObjectFacts("llama", "True", "ScaledObjectReady", "fine"), None),
+        (
+            ScaledObjectFacts(
+                "llama",
+                "False",
+                "ScaledObjectCheckFailed",
+                "ScaledObject doesn't have correct triggers specification",
+            ),
+            'KEDA reports ScaledObject "llama" not ready (ScaledObjectCheckFailed): '
+            "ScaledObject doesn't have correct triggers specification",
+        ),
+        (
+            ScaledObjectFacts("llama", "False"),
+            'KEDA reports ScaledObject "llama" not ready: no message',
+        ),
+    ],
+)
+def test_only_kedas_ready_false_is_an_autoscaling_failure_quoted_whole(
+    facts: ScaledObjectFacts | None, failure: str | None
+) -> None:
+    assert autoscaling_failure(facts) == failure

@@ -1,11 +1,12 @@
 """LLMService status: phase and conditions from observations or failures, no-op writes, events."""
 
+from dataclasses import replace
 from datetime import datetime
 
 import pytest
 from noctaya.core.api import Condition, ConditionStatus, LLMServiceStatus, Phase
 from noctaya.core.errors import NoctayaError
-from noctaya.core.observation import BackendObservation
+from noctaya.core.observation import ServiceObservation, TierObservation
 from noctaya.core.status import (
     StatusEvent,
     decide_event,
@@ -20,7 +21,7 @@ T0 = "2025-03-01T10:00:00Z"
 T1 = "2025-03-01T10:05:00Z"
 T2 = "2025-03-01T10:09:00Z"
 AUTOSCALING_OK = ("True", "ScaledObjectApplied", "KEDA External Push autoscaling is configured")
-PULL_FAILURE = BackendObservation(
+PULL_FAILURE = TierObservation(
     reason="ImagePullFailed",
     message='Backend Pod "llama-0" cannot pull its serving image; '
     "check the image and imagePullSecrets",
@@ -29,7 +30,7 @@ PULL_FAILURE = BackendObservation(
     ready_replicas=0,
     active_pods=1,
 )
-LOADING = BackendObservation(
+LOADING = TierObservation(
     reason="ModelLoading",
     message='Backend Pod "llama-0" is running while the model loads and readiness checks complete',
     degraded=False,
@@ -37,7 +38,7 @@ LOADING = BackendObservation(
     ready_replicas=0,
     active_pods=1,
 )
-SERVING = BackendObservation(
+SERVING = TierObservation(
     reason="Starting",
     message='Backend Pod "llama-0" is starting',
     degraded=False,
@@ -45,7 +46,7 @@ SERVING = BackendObservation(
     ready_replicas=2,
     active_pods=2,
 )
-IDLE = BackendObservation(
+IDLE = TierObservation(
     reason="Activating",
     message="Waiting for the backend Deployment to create a serving Pod",
     degraded=False,
@@ -53,16 +54,44 @@ IDLE = BackendObservation(
     ready_replicas=0,
     active_pods=0,
 )
+GATEWAY_SERVING = TierObservation(
+    reason="Starting",
+    message='Gateway Pod "llama-gateway-0" is starting',
+    degraded=False,
+    replicas=1,
+    ready_replicas=1,
+    active_pods=1,
+    available_replicas=1,
+)
+GATEWAY_STARTING = replace(GATEWAY_SERVING, ready_replicas=0, available_replicas=0)
+SECRET_MISSING = (
+    'Gateway Pod "llama-gateway-0" cannot start its gateway container: '
+    'MountVolume.SetUp failed for volume "client-auth" : secret "key" not found; '
+    "create the Secret and key it names (spec.endpoint.authentication)"
+)
+GATEWAY_FAILING = replace(
+    GATEWAY_STARTING, reason="ContainerConfigError", message=SECRET_MISSING, degraded=True
+)
+
+
+def serving_path(
+    backend: TierObservation,
+    gateway: TierObservation = GATEWAY_SERVING,
+    autoscaling_failure: str | None = None,
+) -> ServiceObservation:
+    return ServiceObservation(backend, gateway, autoscaling_failure)
 
 
 def reconcile(
-    observation: BackendObservation,
+    observation: TierObservation | ServiceObservation,
     previous: LLMServiceStatus | None = None,
     *,
     now: str = T0,
     scaling_min: int = 0,
     generation: int = 3,
 ) -> LLMServiceStatus:
+    if isinstance(observation, TierObservation):
+        observation = serving_path(observation)
     return success_status(
         previous or LLMServiceStatus(),
         observation,
@@ -132,7 +161,7 @@ def test_ready_backend_reports_ready_available_and_healthy() -> None:
 
 
 def test_degraded_is_true_while_phase_stays_ready_when_one_pod_fails() -> None:
-    one_ready_one_failing = BackendObservation(
+    one_ready_one_failing = TierObservation(
         reason=PULL_FAILURE.reason,
         message=PULL_FAILURE.message,
         degraded=True,
@@ -159,7 +188,7 @@ def test_failing_backend_without_ready_pods_is_degraded_with_the_observed_reason
     ("replicas", "active_pods"), [(1, 0), (0, 1)], ids=["deployment-replicas", "active-pod"]
 )
 def test_backend_with_replicas_or_active_pods_is_loading(replicas: int, active_pods: int) -> None:
-    observation = BackendObservation(
+    observation = TierObservation(
         reason=LOADING.reason,
         message=LOADING.message,
         degraded=False,
@@ -207,9 +236,9 @@ def test_idle_backend_with_a_minimum_is_pending() -> None:
     ],
 )
 def test_phase_is_the_first_matching_rule(
-    observation: BackendObservation, scaling_min: int, phase: Phase
+    observation: TierObservation, scaling_min: int, phase: Phase
 ) -> None:
-    assert phase_for(observation, scaling_min) is phase
+    assert phase_for(serving_path(observation), scaling_min) is phase
 
 
 def test_every_condition_carries_the_reconciled_generation() -> None:
@@ -393,7 +422,7 @@ def test_the_same_failure_observed_again_emits_nothing() -> None:
 
 def test_same_failure_class_on_another_pod_emits_nothing() -> None:
     failing = reconcile(PULL_FAILURE)
-    other_pod = BackendObservation(
+    other_pod = TierObservation(
         reason="ImagePullFailed",
         message='Backend Pod "llama-1" cannot pull its serving image; '
         "check the image and imagePullSecrets",
@@ -407,7 +436,7 @@ def test_same_failure_class_on_another_pod_emits_nothing() -> None:
 
 def test_a_different_failure_class_emits_a_new_warning() -> None:
     failing = reconcile(PULL_FAILURE)
-    oom = BackendObservation(
+    oom = TierObservation(
         reason="OOMKilled",
         message='Backend Pod "llama-0" was OOMKilled; '
         "inspect its memory limit and model runtime requirements",
@@ -438,3 +467,62 @@ def test_recovery_from_a_reconcile_failure_is_announced_too() -> None:
         LLMServiceStatus(), error, generation=1, autoscaling_applied=False, now=T0
     )
     assert decide_event(failed.conditions, reconcile(SERVING, failed).conditions) == RECOVERED
+
+
+def test_no_available_gateway_replica_makes_the_service_unready_whatever_the_backend() -> None:
+    for backend, phase in ((SERVING, Phase.READY), (IDLE, Phase.SCALED_TO_ZERO)):
+        status = reconcile(serving_path(backend, GATEWAY_STARTING))
+        assert status.phase is phase
+        assert summary(status, "Ready") == (
+            "False",
+            "GatewayUnavailable",
+            'Gateway Deployment "llama-gateway" has no available replica: '
+            'Gateway Pod "llama-gateway-0" is starting',
+        )
+        assert summary(status, "Degraded")[0] == "False"
+
+
+def test_a_failing_gateway_with_nothing_to_serve_degrades_the_service_with_its_reason() -> None:
+    for backend in (SERVING, IDLE, LOADING):
+        status = reconcile(serving_path(backend, GATEWAY_FAILING))
+        assert status.phase is Phase.DEGRADED
+        assert summary(status, "Degraded") == ("True", "ContainerConfigError", SECRET_MISSING)
+        assert summary(status, "Ready") == (
+            "False",
+            "GatewayUnavailable",
+            f'Gateway Deployment "llama-gateway" has no available replica: {SECRET_MISSING}',
+        )
+        assert summary(status, "AutoscalingReady") == AUTOSCALING_OK
+
+
+def test_a_failing_gateway_beside_an_available_one_degrades_without_taking_ready_away() -> None:
+    gateway = replace(GATEWAY_FAILING, replicas=2, ready_replicas=1, available_replicas=1)
+    status = reconcile(serving_path(SERVING, gateway))
+    assert status.phase is Phase.READY
+    assert summary(status, "Ready") == ("True", "Available", "Serving pods are ready")
+    assert summary(status, "Degraded") == ("True", "ContainerConfigError", SECRET_MISSING)
+
+
+def test_a_failing_backend_is_reported_before_a_failing_gateway() -> None:
+    status = reconcile(serving_path(PULL_FAILURE, GATEWAY_FAILING))
+    assert summary(status, "Degraded") == ("True", "ImagePullFailed", PULL_FAILURE.message)
+
+
+def test_a_gateway_failure_is_a_warning_of_its_own_and_its_end_a_recovery() -> None:
+    idle = reconcile(IDLE)
+    failing = reconcile(serving_path(IDLE, GATEWAY_FAILING), idle, now=T1)
+    assert decide_event(idle.conditions, failing.conditions, gateway_failing=True) == (
+        StatusEvent("Warning", "ContainerConfigError", "ObserveGatewayFailure", SECRET_MISSING)
+    )
+    recovered = reconcile(IDLE, failing, now=T2)
+    assert decide_event(failing.conditions, recovered.conditions) == RECOVERED
+    assert summary(recovered, "Ready") == ("False", "ScaledToZero", "Backend is scaled to zero")
+
+
+def test_kedas_objection_turns_autoscaling_ready_false_with_its_words() -> None:
+    keda = 'KEDA reports ScaledObject "llama" not ready (ScaledObjectCheckFailed): bad trigger'
+    status = reconcile(serving_path(IDLE, autoscaling_failure=keda))
+    assert summary(status, "AutoscalingReady") == ("False", "ScaledObjectNotReady", keda)
+    assert status.phase is Phase.SCALED_TO_ZERO
+    fixed = reconcile(IDLE, status, now=T1)
+    assert summary(fixed, "AutoscalingReady") == AUTOSCALING_OK

@@ -3,8 +3,8 @@
 from typing import Any
 
 import pytest
-from noctaya.core.observation import DeploymentFacts, PodFacts
-from noctaya.k8s.observe import deployment_facts, observe, pod_facts
+from noctaya.core.observation import BACKEND, DeploymentFacts, PodFacts, TierObservation
+from noctaya.k8s.observe import deployment_facts, observe_tier_objects, pod_facts
 
 LABELS = {
     "app.kubernetes.io/name": "llama",
@@ -85,6 +85,10 @@ def serving_status(
 RUNNING = {"running": {"startedAt": "2025-03-01T10:00:05Z"}}
 
 
+def observe(deployment: dict[str, Any], pods: list[dict[str, Any]]) -> TierObservation:
+    return observe_tier_objects(BACKEND, deployment, pods)
+
+
 def backend_deployment(
     *, replicas: int | None = None, ready: int | None = None, progressing: dict[str, Any] | None
 ) -> dict[str, Any]:
@@ -140,7 +144,10 @@ def test_image_pull_back_off_of_the_serving_container_is_read() -> None:
         ),
     )
     assert pod_facts(pod) == PodFacts(
-        name="llama-7d9c6b5f4-x2x8q", phase="Pending", waiting_reason="ImagePullBackOff"
+        name="llama-7d9c6b5f4-x2x8q",
+        phase="Pending",
+        waiting_reason="ImagePullBackOff",
+        waiting_message='Back-off pulling image "registry.invalid/vllm:nope"',
     )
 
 
@@ -220,6 +227,7 @@ def test_deployment_counts_and_deadline_condition_are_read() -> None:
     assert deployment_facts(deployment) == DeploymentFacts(
         replicas=2,
         ready_replicas=1,
+        available_replicas=1,
         progressing_status="False",
         progressing_reason="ProgressDeadlineExceeded",
     )

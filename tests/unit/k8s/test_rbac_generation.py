@@ -26,7 +26,9 @@ MANAGER_GRANTS = {
     ("keda.sh", "scaledobjects"): CRUD,
     ("", "pods"): {"get", "list", "watch"},
     ("", "secrets"): {"create", "delete", "get", "list", "watch"},
-    ("events.k8s.io", "events"): {"create", "patch"},
+    # Beyond the reference's rules: the kubelet's FailedMount events say why a gateway pod
+    # cannot start (a missing API-key Secret), which its own status never does.
+    ("events.k8s.io", "events"): {"create", "list", "patch", "watch"},
     # Beyond the reference's rules: a cache claim adopted from another operator needs the
     # cluster's default StorageClass to tell a server-filled class from a dropped one.
     ("storage.k8s.io", "storageclasses"): {"list"},

@@ -14,7 +14,7 @@ from noctaya.core.vendors import AcceleratorPlan, AcceleratorRequest
 
 if TYPE_CHECKING:  # the gateway imports `Clock` without the API models behind a plan
     from noctaya.core.api import InferenceRuntime
-    from noctaya.core.observation import BackendObservation
+    from noctaya.core.observation import ServiceObservation
     from noctaya.core.plan.serving import ServingPlan
     from noctaya.core.runtime_selection import RuntimeCandidate
 
@@ -82,8 +82,9 @@ class WorkloadOrchestrator(Protocol):
         cannot run is refused before anything changes."""
         ...
 
-    def observe(self, plan: ServingPlan) -> BackendObservation:
-        """What the backend of `plan.service` is doing right now."""
+    def observe(self, plan: ServingPlan) -> ServiceObservation:
+        """What the serving path of `plan.service` (backend, gateway, autoscaling) is doing
+        right now."""
         ...
 
 

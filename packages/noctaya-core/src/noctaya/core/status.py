@@ -1,5 +1,10 @@
 """What should an LLMService report? Phase, conditions and events from observations or a failure.
 
+The backend decides the phase and the conditions as the contract has always had them; the
+gateway in front of it can only take availability away: with no available gateway replica the
+service is not `Ready`, and a gateway fault degrades it like a backend fault. KEDA's objection
+to the ScaledObject turns `AutoscalingReady` false.
+
 Everything here is pure: the caller supplies the previous status, the observation and `now`, so
 the same inputs always give the same status, and an unchanged world yields a status equal to
 the live one (no write, no event). Statuses are the API models, so they validate and serialise
@@ -14,7 +19,12 @@ from datetime import UTC, datetime
 
 from noctaya.core.api import Condition, ConditionStatus, LLMServiceStatus, Phase
 from noctaya.core.errors import NoctayaError
-from noctaya.core.observation import BackendObservation
+from noctaya.core.observation import (
+    GATEWAY_UNAVAILABLE,
+    SCALED_OBJECT_NOT_READY,
+    ServiceObservation,
+    TierObservation,
+)
 from noctaya.core.plan.identity import ServiceIdentity
 
 CONDITION_READY = "Ready"
@@ -43,21 +53,33 @@ class StatusEvent:
     note: str
 
 
-def phase_for(observation: BackendObservation, scaling_min: int) -> Phase:
-    if observation.ready_replicas > 0:
-        return Phase.READY
-    if observation.degraded:
+def phase_for(observation: ServiceObservation, scaling_min: int) -> Phase:
+    """The backend's phase, but `Degraded` while a failing gateway leaves nothing to serve."""
+    gateway, backend = observation.gateway, observation.backend
+    if gateway.degraded and not gateway.serving:
         return Phase.DEGRADED
-    if observation.replicas > 0 or observation.active_pods > 0:
+    if backend.ready_replicas > 0:
+        return Phase.READY
+    if backend.degraded:
+        return Phase.DEGRADED
+    if backend.replicas > 0 or backend.active_pods > 0:
         return Phase.LOADING
     if scaling_min == 0:
         return Phase.SCALED_TO_ZERO
     return Phase.PENDING
 
 
+def failing_tier(observation: ServiceObservation) -> TierObservation | None:
+    """The tier whose fault `Degraded` reports: the backend's first, as it always was."""
+    for tier in (observation.backend, observation.gateway):
+        if tier.degraded:
+            return tier
+    return None
+
+
 def success_status(
     previous: LLMServiceStatus,
-    observation: BackendObservation,
+    observation: ServiceObservation,
     *,
     service: str,
     namespace: str,
@@ -66,21 +88,25 @@ def success_status(
     scaling_min: int,
     now: str,
 ) -> LLMServiceStatus:
-    """The status of a reconcile that applied everything and observed the backend."""
+    """The status of a reconcile that applied everything and observed the serving path."""
     phase = phase_for(observation, scaling_min)
+    identity = ServiceIdentity(service, namespace)
+    keda = observation.autoscaling_failure
     conditions = _set_conditions(
         previous.conditions,
         generation,
         now,
-        autoscaling=_AUTOSCALING_CONFIGURED,
-        ready=_ready_condition(phase, observation),
+        autoscaling=_AUTOSCALING_CONFIGURED
+        if keda is None
+        else (FALSE, SCALED_OBJECT_NOT_READY, keda),
+        ready=_ready_condition(phase, observation, identity.gateway),
         degraded=_degraded_condition(phase, observation),
     )
     return LLMServiceStatus(
         phase=phase,
         resolved_runtime=runtime,
-        replicas=observation.ready_replicas,
-        endpoint_url=ServiceIdentity(service, namespace).endpoint_url,
+        replicas=observation.backend.ready_replicas,
+        endpoint_url=identity.endpoint_url,
         conditions=conditions,
     )
 
@@ -122,15 +148,21 @@ def same_status(live: LLMServiceStatus, desired: LLMServiceStatus) -> bool:
     ) == _by_type(desired.conditions)
 
 
-def decide_event(previous: Sequence[Condition], current: Sequence[Condition]) -> StatusEvent | None:
-    """One Warning per new failure class, one Normal on recovery, nothing on repeats."""
+def decide_event(
+    previous: Sequence[Condition], current: Sequence[Condition], *, gateway_failing: bool = False
+) -> StatusEvent | None:
+    """One Warning per new failure class, one Normal on recovery, nothing on repeats.
+
+    A Warning's action says which tier failed (`gateway_failing`: the gateway, not the backend).
+    """
     before = find_condition(previous, CONDITION_DEGRADED)
     after = find_condition(current, CONDITION_DEGRADED)
     before_reason = before.reason if before is not None and before.status == TRUE else None
     if after is not None and after.status == TRUE:
         if after.reason == before_reason:
             return None
-        return StatusEvent("Warning", after.reason, "ObserveBackendFailure", after.message)
+        action = "ObserveGatewayFailure" if gateway_failing else "ObserveBackendFailure"
+        return StatusEvent("Warning", after.reason, action, after.message)
     if before_reason is not None:
         return StatusEvent(
             "Normal", "BackendRecovered", "ObserveBackendRecovery", "Backend activation recovered"
@@ -138,19 +170,25 @@ def decide_event(previous: Sequence[Condition], current: Sequence[Condition]) ->
     return None
 
 
-def _ready_condition(phase: Phase, observation: BackendObservation) -> _ConditionValue:
+def _ready_condition(
+    phase: Phase, observation: ServiceObservation, gateway: str
+) -> _ConditionValue:
+    if not observation.gateway.serving:
+        message = f'Gateway Deployment "{gateway}" has no available replica: '
+        return (FALSE, GATEWAY_UNAVAILABLE, message + observation.gateway.message)
     if phase is Phase.READY:
         return (TRUE, "Available", "Serving pods are ready")
     if phase is Phase.SCALED_TO_ZERO:
         return (FALSE, "ScaledToZero", "Backend is scaled to zero")
     if phase is Phase.PENDING:
         return (FALSE, "Pending", "Waiting for the backend Deployment")
-    return (FALSE, observation.reason, observation.message)
+    return (FALSE, observation.backend.reason, observation.backend.message)
 
 
-def _degraded_condition(phase: Phase, observation: BackendObservation) -> _ConditionValue:
-    if observation.degraded:
-        return (TRUE, observation.reason, observation.message)
+def _degraded_condition(phase: Phase, observation: ServiceObservation) -> _ConditionValue:
+    failing = failing_tier(observation)
+    if failing is not None:
+        return (TRUE, failing.reason, failing.message)
     if phase is Phase.SCALED_TO_ZERO:
         return (
             FALSE,

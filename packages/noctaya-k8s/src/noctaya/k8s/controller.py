@@ -1,8 +1,10 @@
 """The LLMService controller: which changes wake which service.
 
 A service is reconciled when it changes, when an InferenceRuntime it names or whose vendor it
-selects changes, when an object it controls changes (the ScaledObject only on spec edits, so
-KEDA's status churn costs nothing), and when one of its backend Pods changes.
+selects changes, when an object it controls changes (the ScaledObject only on spec edits and
+when KEDA's `Ready` verdict changes, so the rest of KEDA's status churn costs nothing), when
+one of its backend, gateway or prewarm Pods changes, and when the kubelet reports a volume it
+cannot mount for one of its gateway Pods.
 """
 
 from __future__ import annotations
@@ -12,17 +14,16 @@ from noctaya.core.api import API_GROUP
 from noctaya.core.plugins import VendorRegistry
 from noctaya.core.runtime_selection import may_choose
 from noctaya.k8s import kinds
+from noctaya.k8s.observe import MOUNT_EVENTS
 from noctaya.k8s.reader import CachedReader
 from noctaya.k8s.reconciler import LLMServiceReconciler, OperatorSettings
-from noctaya.k8s.render.labels import LLMSERVICE, MANAGED_BY, MANAGER, RUNTIME
+from noctaya.k8s.render.labels import GATEWAY, LLMSERVICE, MANAGED_BY, MANAGER
 from noctaya.k8s.runtime.handlers import Mapper, controller_owner, generation_changed
 from noctaya.k8s.runtime.manager import Manager, ManagerOptions
 from noctaya.k8s.runtime.resources import ResourceKind
 from noctaya.k8s.runtime.store import KubeObject, ObjectKey, Store, object_key
 
 MANAGED = f"{MANAGED_BY}={MANAGER}"
-BACKEND_PODS = f"{MANAGED},{LLMSERVICE},{RUNTIME}"
-"""Pods carrying both labels: backend pods only (gateway and prewarm pods lack the runtime)."""
 _OWNED = (kinds.DEPLOYMENT, kinds.SERVICE, kinds.PVC, kinds.SECRET, kinds.JOB, kinds.PDB)
 
 
@@ -47,11 +48,39 @@ def services_using_runtime(services: Store) -> Mapper:
     return keys
 
 
-def backend_pod_owner(pod: KubeObject) -> list[ObjectKey]:
+def pod_owner(pod: KubeObject) -> list[ObjectKey]:
+    """The service of a backend or prewarm pod (its llmservice label) or of a gateway pod (its
+    gateway label); the demand aggregator's pods concern no status."""
     labels = pod.get("metadata", {}).get("labels") or {}
-    if labels.get(MANAGED_BY) != MANAGER or not labels.get(RUNTIME) or not labels.get(LLMSERVICE):
+    service = labels.get(LLMSERVICE) or labels.get(GATEWAY)
+    if labels.get(MANAGED_BY) != MANAGER or not service:
         return []
-    return [(str(pod["metadata"].get("namespace") or ""), labels[LLMSERVICE])]
+    return [(str(pod["metadata"].get("namespace") or ""), service)]
+
+
+def event_pod_owner(pods: Store) -> Mapper:
+    """A kubelet event about a pod concerns that pod's service, if the pod is one of ours."""
+
+    def keys(event: KubeObject) -> list[ObjectKey]:
+        regarding = event.get("regarding") or {}
+        namespace = str(regarding.get("namespace") or "")
+        pod = pods.get((namespace, str(regarding.get("name") or "")))
+        return pod_owner(pod) if pod is not None else []
+
+    return keys
+
+
+def spec_or_readiness_changed(old: KubeObject, new: KubeObject) -> bool:
+    """A ScaledObject's spec edits, and KEDA's `Ready` verdict on it: the rest of its status
+    (activity, last active time, health counters) changes often and says nothing we report."""
+    return generation_changed(old, new) or _ready(old) != _ready(new)
+
+
+def _ready(obj: KubeObject) -> tuple[object, ...]:
+    for condition in (obj.get("status") or {}).get("conditions") or []:
+        if condition.get("type") == "Ready":
+            return (condition.get("status"), condition.get("reason"), condition.get("message"))
+    return ()
 
 
 def build_controller(
@@ -79,14 +108,17 @@ def build_controller(
         kinds.SCALED_OBJECT.api_version,
         kinds.SCALED_OBJECT.kind,
         to_keys=owner,
-        update_predicate=generation_changed,
+        update_predicate=spec_or_readiness_changed,
         label_selector=MANAGED,
     )
-    stores[kinds.POD] = manager.watch(
-        kinds.POD.api_version,
-        kinds.POD.kind,
-        to_keys=backend_pod_owner,
-        label_selector=BACKEND_PODS,
+    pods = stores[kinds.POD] = manager.watch(
+        kinds.POD.api_version, kinds.POD.kind, to_keys=pod_owner, label_selector=MANAGED
+    )
+    stores[kinds.EVENT] = manager.watch(
+        kinds.EVENT.api_version,
+        kinds.EVENT.kind,
+        to_keys=event_pod_owner(pods),
+        field_selector=MOUNT_EVENTS,
     )
     reconciler = LLMServiceReconciler(
         manager.resolver,

@@ -1,48 +1,75 @@
-"""Translate backend Pod and Deployment objects (API JSON, camelCase) into core observation facts.
+"""Translate the serving path's objects (API JSON, camelCase) into core observation facts: the
+backend's and the gateway's Deployment and Pods, the kubelet's FailedMount events about those
+Pods, and KEDA's ScaledObject.
 
-Only the container status named `serving` is read: sidecars and init containers must not make
-a healthy backend look broken. Which pods count (not terminating, not finished) is the core's
-decision; this module reports those facts faithfully. Missing or mistyped fields read as absent
-so a partial object never crashes the controller.
+Only the container status of each tier's own container (`serving`, `gateway`) is read:
+sidecars and init containers must not make a healthy tier look broken. Which pods count (not
+terminating, not finished) is the core's decision; this module reports those facts faithfully.
+Missing or mistyped fields read as absent so a partial object never crashes the controller.
 """
 
 from __future__ import annotations
 
 from collections.abc import Iterable, Mapping
+from datetime import UTC, datetime
 from typing import Any
 
-from noctaya.core.observation import BackendObservation, DeploymentFacts, PodFacts, observe_backend
+from noctaya.core.observation import (
+    BACKEND,
+    GATEWAY,
+    DeploymentFacts,
+    PodFacts,
+    ScaledObjectFacts,
+    ServiceObservation,
+    Tier,
+    TierObservation,
+    autoscaling_failure,
+    observe_tier,
+)
 
 SERVING_CONTAINER = "serving"
+GATEWAY_CONTAINER = "gateway"
+FAILED_MOUNT = "FailedMount"
+MOUNT_EVENTS = f"regarding.kind=Pod,reason={FAILED_MOUNT}"
+"""The field selector of the kubelet's events the operator reads: a volume it cannot mount."""
+_MOUNT_CAUSE = "MountVolume."
+"""How the kubelet's per-attempt note begins; its periodic summary only lists the volumes."""
+_CONTAINERS = {BACKEND.name: SERVING_CONTAINER, GATEWAY.name: GATEWAY_CONTAINER}
 
 
-def pod_facts(pod: Mapping[str, Any]) -> PodFacts:
+def pod_facts(
+    pod: Mapping[str, Any], container: str = SERVING_CONTAINER, mount_failure: str | None = None
+) -> PodFacts:
     metadata = _mapping(pod.get("metadata"))
     status = _mapping(pod.get("status"))
-    serving = next(
+    observed = next(
         (
-            container
-            for container in map(_mapping, _list(status.get("containerStatuses")))
-            if container.get("name") == SERVING_CONTAINER
+            entry
+            for entry in map(_mapping, _list(status.get("containerStatuses")))
+            if entry.get("name") == container
         ),
         {},
     )
-    state = _mapping(serving.get("state"))
-    last_state = _mapping(serving.get("lastState"))
+    state = _mapping(observed.get("state"))
+    waiting = _mapping(state.get("waiting"))
+    last_state = _mapping(observed.get("lastState"))
     scheduled = _condition(status, "PodScheduled")
     return PodFacts(
         name=_string(metadata.get("name")) or "",
         terminating=metadata.get("deletionTimestamp") is not None,
         phase=_string(status.get("phase")) or "Pending",
-        waiting_reason=_string(_mapping(state.get("waiting")).get("reason")),
+        waiting_reason=_string(waiting.get("reason")),
+        waiting_message=_string(waiting.get("message")),
         terminated_reason=_string(_mapping(state.get("terminated")).get("reason")),
         last_terminated_reason=_string(_mapping(last_state.get("terminated")).get("reason")),
-        restart_count=_integer(serving.get("restartCount")),
+        restart_count=_integer(observed.get("restartCount")),
         running=isinstance(state.get("running"), Mapping),
-        ready=serving.get("ready") is True,
+        ready=observed.get("ready") is True,
         scheduled_false_reason=(
             _string(scheduled.get("reason")) if scheduled.get("status") == "False" else None
         ),
+        sandbox_ready=_condition(status, "PodReadyToStartContainers").get("status") == "True",
+        mount_failure=mount_failure,
     )
 
 
@@ -52,14 +79,89 @@ def deployment_facts(deployment: Mapping[str, Any]) -> DeploymentFacts:
     return DeploymentFacts(
         replicas=_integer(status.get("replicas")),
         ready_replicas=_integer(status.get("readyReplicas")),
+        available_replicas=_integer(status.get("availableReplicas")),
         progressing_status=_string(progressing.get("status")),
         progressing_reason=_string(progressing.get("reason")),
     )
 
 
-def observe(deployment: Mapping[str, Any], pods: Iterable[Mapping[str, Any]]) -> BackendObservation:
-    """The core observation of a backend Deployment and its listed pods."""
-    return observe_backend(deployment_facts(deployment), [pod_facts(pod) for pod in pods])
+def scaled_object_facts(scaled_object: Mapping[str, Any]) -> ScaledObjectFacts:
+    ready = _condition(_mapping(scaled_object.get("status")), "Ready")
+    return ScaledObjectFacts(
+        name=_string(_mapping(scaled_object.get("metadata")).get("name")) or "",
+        ready_status=_string(ready.get("status")),
+        ready_reason=_string(ready.get("reason")),
+        ready_message=_string(ready.get("message")),
+    )
+
+
+def mount_failures(events: Iterable[Mapping[str, Any]]) -> dict[str, str]:
+    """Pod UID → the kubelet's newest note on a volume it could not mount for that pod,
+    preferring a note that says why (`MountVolume.SetUp failed … secret "x" not found`)."""
+    newest: dict[str, tuple[bool, datetime, str]] = {}
+    for event in events:
+        regarding = _mapping(event.get("regarding"))
+        uid, note = _string(regarding.get("uid")), _string(event.get("note"))
+        if event.get("reason") != FAILED_MOUNT or regarding.get("kind") != "Pod" or not uid:
+            continue
+        rank = (bool(note and note.startswith(_MOUNT_CAUSE)), _event_time(event), note or "")
+        if uid not in newest or rank > newest[uid]:
+            newest[uid] = rank
+    return {uid: note for uid, (_, _, note) in newest.items() if note}
+
+
+def observe_tier_objects(
+    tier: Tier,
+    deployment: Mapping[str, Any] | None,
+    pods: Iterable[Mapping[str, Any]],
+    failures: Mapping[str, str] | None = None,
+) -> TierObservation:
+    """The core observation of one tier's Deployment (None: not there) and its listed pods,
+    with the mount failures (pod UID → note) the kubelet reported for them."""
+    container, failures = _CONTAINERS[tier.name], failures or {}
+    facts = [pod_facts(pod, container, failures.get(_uid(pod))) for pod in pods]
+    return observe_tier(tier, deployment_facts(deployment or {}), facts)
+
+
+def observe_service(
+    *,
+    backend: Mapping[str, Any] | None,
+    backend_pods: Iterable[Mapping[str, Any]],
+    gateway: Mapping[str, Any] | None,
+    gateway_pods: Iterable[Mapping[str, Any]],
+    events: Iterable[Mapping[str, Any]],
+    scaled_object: Mapping[str, Any] | None,
+) -> ServiceObservation:
+    """The whole serving path as the core sees it."""
+    return ServiceObservation(
+        backend=observe_tier_objects(BACKEND, backend, backend_pods),
+        gateway=observe_tier_objects(GATEWAY, gateway, gateway_pods, mount_failures(events)),
+        autoscaling_failure=autoscaling_failure(
+            scaled_object_facts(scaled_object) if scaled_object is not None else None
+        ),
+    )
+
+
+def _event_time(event: Mapping[str, Any]) -> datetime:
+    """When the event was last seen, whichever field its recorder filled in."""
+    series = _mapping(event.get("series"))
+    metadata = _mapping(event.get("metadata"))
+    for text in (
+        series.get("lastObservedTime"),
+        event.get("deprecatedLastTimestamp"),
+        event.get("eventTime"),
+        metadata.get("creationTimestamp"),
+    ):
+        if isinstance(text, str) and text:
+            try:
+                return datetime.fromisoformat(text)
+            except ValueError:
+                continue
+    return datetime.min.replace(tzinfo=UTC)
+
+
+def _uid(obj: Mapping[str, Any]) -> str:
+    return _string(_mapping(obj.get("metadata")).get("uid")) or ""
 
 
 def _condition(status: Mapping[str, Any], type_: str) -> Mapping[str, Any]:

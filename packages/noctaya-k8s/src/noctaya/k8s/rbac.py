@@ -59,7 +59,7 @@ MANAGER_RULES = (
     Rule("keda.sh", ("scaledobjects",), CRUD),
     Rule("", ("pods",), READ),
     Rule("", ("secrets",), ("create", "delete", "get", "list", "watch")),
-    Rule("events.k8s.io", ("events",), ("create", "patch")),
+    Rule("events.k8s.io", ("events",), ("create", "list", "patch", "watch")),
     Rule("storage.k8s.io", ("storageclasses",), ("list",)),
 )
 LEADER_ELECTION_RULES = (

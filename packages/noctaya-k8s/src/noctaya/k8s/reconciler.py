@@ -14,11 +14,11 @@ from datetime import UTC, datetime
 from kubernetes.client.exceptions import ApiException
 from noctaya.core.api import LLMService, read_llmservice
 from noctaya.core.errors import NoctayaError
-from noctaya.core.observation import BackendObservation
+from noctaya.core.observation import ServiceObservation
 from noctaya.core.plan.planner import PlanSettings
 from noctaya.core.plan.serving import ServingPlan
 from noctaya.core.plugins import VendorRegistry
-from noctaya.core.status import decide_event, failure_status, success_status
+from noctaya.core.status import decide_event, failing_tier, failure_status, success_status
 from noctaya.k8s import kinds
 from noctaya.k8s.apply import Applier
 from noctaya.k8s.events import EventRecorder
@@ -80,7 +80,7 @@ class LLMServiceReconciler:
             extra={
                 "llmservice": f"{namespace}/{name}",
                 "runtime": plan.runtime,
-                "readyReplicas": observation.ready_replicas,
+                "readyReplicas": observation.backend.ready_replicas,
             },
         )
         self._report_success(live, service, plan, observation)
@@ -92,7 +92,7 @@ class LLMServiceReconciler:
         live: KubeObject,
         service: LLMService,
         plan: ServingPlan,
-        observation: BackendObservation,
+        observation: ServiceObservation,
     ) -> None:
         now = self._now()
         generation = int(live["metadata"].get("generation") or 0)
@@ -112,11 +112,17 @@ class LLMServiceReconciler:
         if written is None:
             return
         previous, status, obj = written
-        event = decide_event(previous.conditions, status.conditions)
+        gateway_failing = failing_tier(observation) is observation.gateway
+        event = decide_event(
+            previous.conditions, status.conditions, gateway_failing=gateway_failing
+        )
         if event is not None:
             if event.type == "Warning":
                 _log.info(
-                    "Observed backend activation failure", extra={"failureClass": event.reason}
+                    "Observed gateway failure"
+                    if gateway_failing
+                    else "Observed backend activation failure",
+                    extra={"failureClass": event.reason},
                 )
             else:
                 _log.info("Observed backend activation recovery")

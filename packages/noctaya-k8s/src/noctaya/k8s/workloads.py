@@ -1,5 +1,5 @@
 """The core's `WorkloadOrchestrator` on a cluster: a plan rendered to objects, written in order,
-and the backend observed.
+and the serving path observed.
 
 Every object is rendered before the first write, so a plan that cannot be rendered changes
 nothing. The ScaledObject is written first: without it KEDA would never scale the backend up,
@@ -13,14 +13,14 @@ import base64
 
 from kubernetes.client.exceptions import ApiException
 from noctaya.core.errors import NoctayaError
-from noctaya.core.observation import BackendObservation
+from noctaya.core.observation import ServiceObservation
 from noctaya.core.plan.serving import ServingPlan
 from noctaya.k8s import kinds
 from noctaya.k8s.apply import Applier
-from noctaya.k8s.observe import observe
+from noctaya.k8s.observe import observe_service
 from noctaya.k8s.planning import api_message, api_step
 from noctaya.k8s.reader import KubeObject, Reader
-from noctaya.k8s.render.labels import backend_pod_selector
+from noctaya.k8s.render.labels import backend_pod_selector, gateway_pod_selector
 from noctaya.k8s.render.serving import render_serving
 from noctaya.k8s.runtime.resources import KindNotServed, ResourceKind, api_status
 
@@ -90,22 +90,40 @@ class ClusterWorkloads:
             delete("DeleteGatewayScaler", kinds.DEPLOYMENT, svc.scaler)
             delete("DeleteDemandAuthentication", kinds.SECRET, svc.demand_secret)
 
-    def observe(self, plan: ServingPlan) -> BackendObservation:
+    def observe(self, plan: ServingPlan) -> ServiceObservation:
         svc, reader = plan.service, self._reader
         if plan.prewarm is not None:
             job = api_step(
                 "ObservePrewarmJob", lambda: reader.get(kinds.JOB, svc.namespace, svc.prewarm_job)
             )
             _check_prewarm_job(svc.prewarm_job, job)
-        deployment = api_step(
-            "ObserveBackendDeployment",
-            lambda: reader.get(kinds.DEPLOYMENT, svc.namespace, svc.name),
+        return observe_service(
+            backend=api_step(
+                "ObserveBackendDeployment",
+                lambda: reader.get(kinds.DEPLOYMENT, svc.namespace, svc.name),
+            ),
+            backend_pods=api_step(
+                "ObserveBackendPods",
+                lambda: reader.list(
+                    kinds.POD, svc.namespace, backend_pod_selector(svc, plan.runtime)
+                ),
+            ),
+            gateway=api_step(
+                "ObserveGatewayDeployment",
+                lambda: reader.get(kinds.DEPLOYMENT, svc.namespace, svc.gateway),
+            ),
+            gateway_pods=api_step(
+                "ObserveGatewayPods",
+                lambda: reader.list(kinds.POD, svc.namespace, gateway_pod_selector(svc)),
+            ),
+            events=api_step(
+                "ObservePodEvents", lambda: reader.list(kinds.EVENT, svc.namespace, "")
+            ),
+            scaled_object=api_step(
+                "ObserveScaledObject",
+                lambda: reader.get(kinds.SCALED_OBJECT, svc.namespace, svc.name),
+            ),
         )
-        pods = api_step(
-            "ObserveBackendPods",
-            lambda: reader.list(kinds.POD, svc.namespace, backend_pod_selector(svc, plan.runtime)),
-        )
-        return observe(deployment or {}, pods)
 
 
 def _check_demand_secret(secret: KubeObject) -> None:

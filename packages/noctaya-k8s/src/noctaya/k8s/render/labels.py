@@ -37,6 +37,11 @@ def scaler_selector_labels(svc: ServiceIdentity) -> dict[str, str]:
     return {NAME: svc.scaler, MANAGED_BY: MANAGER, SCALER: svc.name}
 
 
+def gateway_pod_selector(svc: ServiceIdentity) -> str:
+    """The label selector listing a service's gateway pods."""
+    return f"{MANAGED_BY}={MANAGER},{GATEWAY}={svc.name}"
+
+
 def backend_pod_selector(svc: ServiceIdentity, runtime: str) -> str:
     """The label selector listing a service's backend pods (gateway and prewarm pods excluded)."""
     return f"{MANAGED_BY}={MANAGER},{LLMSERVICE}={svc.name},{RUNTIME}={runtime}"

@@ -60,16 +60,17 @@ class EventHandler(Protocol):
 
 @dataclass(frozen=True)
 class WatchTarget:
-    """What one informer lists and watches: a kind, optionally one namespace and a selector."""
+    """What one informer lists and watches: a kind, optionally one namespace and selectors."""
 
     kind: ResourceKind
     namespace: str | None = None
     label_selector: str | None = None
+    field_selector: str | None = None
 
     def __str__(self) -> str:
         where = f" in {self.namespace}" if self.namespace else ""
-        selector = f" [{self.label_selector}]" if self.label_selector else ""
-        return f"{self.kind}{where}{selector}"
+        selectors = ",".join(filter(None, (self.label_selector, self.field_selector)))
+        return f"{self.kind}{where}{f' [{selectors}]' if selectors else ''}"
 
 
 @dataclass(frozen=True)
@@ -241,6 +242,7 @@ class Informer:
             response = resource.get(
                 namespace=self.target.namespace,
                 label_selector=self.target.label_selector,
+                field_selector=self.target.field_selector,
                 limit=limit,
                 _continue=token,
                 serialize=False,
@@ -269,6 +271,7 @@ class Informer:
                 resource.get,
                 namespace=self.target.namespace,
                 label_selector=self.target.label_selector,
+                field_selector=self.target.field_selector,
                 resource_version=self._resource_version,
                 allow_watch_bookmarks=True,
                 timeout_seconds=int(timeout),

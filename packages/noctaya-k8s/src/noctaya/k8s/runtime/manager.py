@@ -124,16 +124,19 @@ class Manager:
         update_predicate: UpdatePredicate | None = None,
         namespace: str | None = None,
         label_selector: str | None = None,
+        field_selector: str | None = None,
     ) -> Store:
         """Watch `kind` and enqueue `to_keys(obj)` for each add, update and delete.
 
         Updates rejected by `update_predicate(old, new)` enqueue nothing. Watches of the same
-        kind, namespace and selector share one informer. Returns its cache for lookups, e.g. in
+        kind, namespace and selectors share one informer. Returns its cache for lookups, e.g. in
         a mapper or the reconciler.
         """
         if self._started:
             raise RuntimeError("register watches before Manager.run")
-        target = WatchTarget(ResourceKind(api_version, kind), namespace, label_selector)
+        target = WatchTarget(
+            ResourceKind(api_version, kind), namespace, label_selector, field_selector
+        )
         informer = self._informers.get(target)
         if informer is None:
             informer = Informer(self.resolver, target, self.options.informer_timing)
