@@ -427,7 +427,8 @@ def diagnostics(api_client: k8s_client.ApiClient, namespace: str) -> str:
 
 
 def wait_idle(api_client: k8s_client.ApiClient, namespace: str) -> dict[str, Any]:
-    """ScaledToZero with no backend pod left: the pod the Deployment starts with (the operator
+    """ScaledToZero with no backend pod left and the gateway available (Ready's reason is
+    ScaledToZero, not GatewayUnavailable): the pod the Deployment starts with (the operator
     leaves its replicas to KEDA) has gone, so a request finds the backend cold."""
     core = k8s_client.CoreV1Api(api_client)
 
@@ -436,7 +437,8 @@ def wait_idle(api_client: k8s_client.ApiClient, namespace: str) -> dict[str, Any
             namespace, label_selector=f"app.kubernetes.io/name={SERVICE_NAME}"
         )
         found = status(api_client, namespace, SERVICE_NAME)
-        return found if found.get("phase") == "ScaledToZero" and not pods.items else None
+        settled = found.get("phase") == "ScaledToZero" and not pods.items
+        return found if settled and condition(found, "Ready")[1] == "ScaledToZero" else None
 
     return wait_for("the service ScaledToZero with no backend pod", idle, timeout=300)
 
