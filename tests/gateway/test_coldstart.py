@@ -288,6 +288,23 @@ async def test_the_readiness_answer_lasts_one_interval_on_the_probe_s_clock(
         await pool.close()
 
 
+async def test_readiness_is_asked_on_the_configured_path_and_nowhere_else(
+    engine: Engine, start_gateway: StartGateway, http: aiohttp.ClientSession
+) -> None:
+    """Local mode points the gateway at the runtime's own readiness path, for engines without
+    `/health`: here the stub's `/metrics` answers 200 while its `/health` still says 503."""
+    engine.make_unready()
+    gateway = await start_gateway(engine.url, backend_readiness_path="/metrics")
+    async with http.post(f"{gateway.url}/v1/completions", json={}) as response:
+        assert response.status == 200
+        assert (await response.json())["object"] == "text_completion"
+    assert engine.health_probes == 0
+    assert [(r.method, r.path) for r in engine.requests] == [
+        ("GET", "/metrics"),
+        ("POST", "/v1/completions"),
+    ]
+
+
 async def test_warm_requests_never_touch_the_lease_or_the_wait_histogram(
     engine: Engine, start_gateway: StartGateway, http: aiohttp.ClientSession
 ) -> None:

@@ -24,6 +24,7 @@ def test_defaults_match_the_reference() -> None:
     assert (config.readiness_interval, config.readiness_timeout) == (0.5, 2.0)
     assert (config.ready_grace, config.shutdown_timeout) == (15.0, 20.0)
     assert config.peek_limit == 8 * MIB
+    assert config.backend_readiness_path == "/health"
 
 
 def test_operator_rendered_values_are_read() -> None:
@@ -73,6 +74,18 @@ def test_activation_timeout_falls_back_unless_a_positive_go_duration(
 def test_anything_but_reject_means_keepalive(text: str) -> None:
     config = load_config({**BACKEND, "NOCTAYA_COLDSTART_MODE": text})
     assert config.coldstart_mode is ColdStartMode.KEEPALIVE
+
+
+@pytest.mark.parametrize("path", ["/v1/models", "/", "/ready?model=a%20b"])
+def test_backend_readiness_path_is_read(path: str) -> None:
+    config = load_config({**BACKEND, "NOCTAYA_BACKEND_READINESS_PATH": path})
+    assert config.backend_readiness_path == path
+
+
+@pytest.mark.parametrize("path", ["health", "/a b", "/h\x7f", "/caf\u00e9", "http://x/health"])
+def test_backend_readiness_path_must_be_an_absolute_printable_path(path: str) -> None:
+    with pytest.raises(ConfigError, match=r"^NOCTAYA_BACKEND_READINESS_PATH: .* not an absolute"):
+        load_config({**BACKEND, "NOCTAYA_BACKEND_READINESS_PATH": path})
 
 
 @pytest.mark.parametrize("url", ["backend:8000", "ftp://backend", "http://", "http:///x", "/v1"])

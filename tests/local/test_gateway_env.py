@@ -67,3 +67,23 @@ def test_an_api_key_file_configures_gateway_auth(tmp_path: Path) -> None:
     manifest = write_manifest(tmp_path / "svc.yaml", runtime_doc(18000), service_doc(endpoint=auth))
     plan = plan_local(load_manifest(manifest), api_key_file=str(key))
     assert load_config(gateway_env(plan, "127.0.0.1:0")).client_api_key_file == str(key)
+
+
+@pytest.mark.parametrize(
+    ("readiness", "path"),
+    [
+        ({"httpGet": {"path": "/ready", "port": "http"}}, "/ready"),
+        ({"httpGet": {"port": 18000}}, "/"),
+        ({"tcpSocket": {"port": "http"}}, None),
+        (None, None),
+    ],
+)
+def test_the_gateway_asks_the_runtime_s_http_readiness_path(
+    tmp_path: Path, readiness: dict[str, object] | None, path: str | None
+) -> None:
+    health = {} if readiness is None else {"health": {"readiness": readiness}}
+    runtime = runtime_doc(18000, **health)
+    plan = plan_local(load_manifest(write_manifest(tmp_path / "s.yaml", runtime, service_doc())))
+    env = gateway_env(plan, "127.0.0.1:0")
+    assert env.get("NOCTAYA_BACKEND_READINESS_PATH") == path
+    assert load_config(env).backend_readiness_path == (path or "/health")

@@ -68,6 +68,7 @@ class GatewayApp:
         self._upstream = Upstream(pool, self.metrics, strip_authorization=self._auth is not None)
         self.readiness = ReadinessProbe(
             pool,
+            path=config.backend_readiness_path,
             interval=config.readiness_interval,
             timeout=config.readiness_timeout,
         )

@@ -7,6 +7,7 @@ defaults too, so in-process tests can shrink them; the environment never sets th
 from __future__ import annotations
 
 import enum
+import re
 from collections.abc import Mapping
 from dataclasses import dataclass
 from decimal import Decimal
@@ -14,11 +15,12 @@ from urllib.parse import urlsplit
 
 from noctaya.core.plan import gateway_env as names
 from noctaya.core.values import Duration, Quantity
-from noctaya.core.values.go_text import go_positive_int
+from noctaya.core.values.go_text import go_positive_int, go_quote
 from noctaya.core.values.listen_address import parse_listen_address
 from noctaya.gateway.describe import describe_error
 from noctaya.gateway.upstream.pool import HEAD_TIMEOUT, READ_TIMEOUT
 
+DEFAULT_BACKEND_READINESS_PATH = "/health"
 DEFAULT_LISTEN_ADDR = ":8080"
 DEFAULT_SCALER_LISTEN_ADDR = ":9090"
 DEFAULT_MAX_QUEUE = 100
@@ -32,6 +34,10 @@ DEFAULT_MAX_REQUEST_BODY = 8 * MIB
 (bounded) and a client that disconnects during that wait is always noticed."""
 DEFAULT_REQUEST_BODY_TIMEOUT = Duration.parse("60s")
 DEFAULT_CLIENT_SEND_TIMEOUT = Duration.parse("60s")
+
+
+_REQUEST_PATH = re.compile(r"/[!-~]*")
+"""What may follow the backend URL in a request line as the readiness path."""
 
 
 class ConfigError(ValueError):
@@ -85,8 +91,8 @@ GATEWAY_SETTINGS = (
         names.BACKEND_URL,
         "",
         "absolute `http` or `https` URL with a host; required",
-        "The backend Service: requests are proxied to it, and `GET /health` answering 200 "
-        "means a backend is ready.",
+        "The backend Service: requests are proxied to it, and `GET` on "
+        f"`{names.BACKEND_READINESS_PATH}` answering 200 means a backend is ready.",
     ),
     Setting(
         names.LISTEN_ADDR,
@@ -163,6 +169,15 @@ GATEWAY_SETTINGS = (
     ),
     *SCALER_TLS_SETTINGS,
     Setting(
+        names.BACKEND_READINESS_PATH,
+        DEFAULT_BACKEND_READINESS_PATH,
+        "absolute path of printable ASCII without spaces (`/ready`); anything else stops startup",
+        "The path, under the backend URL, whose 200 means a backend is ready. On a cluster the "
+        "Service routes only to pods that passed their own readiness probe, so the default "
+        "suits any engine that answers it; local mode, where nothing stands in front of the "
+        "engine, sets it from the runtime's `spec.health.readiness.httpGet.path`.",
+    ),
+    Setting(
         names.MAX_REQUEST_BODY,
         f"{DEFAULT_MAX_REQUEST_BODY // MIB}Mi",
         "positive whole number of bytes as a Kubernetes quantity (`8Mi`, `10000000`); "
@@ -205,6 +220,7 @@ leaves at their defaults."""
 @dataclass(frozen=True)
 class GatewayConfig:
     backend_url: str
+    backend_readiness_path: str = DEFAULT_BACKEND_READINESS_PATH
     listen_addr: str = DEFAULT_LISTEN_ADDR
     max_queue: int = DEFAULT_MAX_QUEUE
     activation_timeout: float = DEFAULT_ACTIVATION_TIMEOUT.seconds
@@ -237,12 +253,19 @@ def load_config(environ: Mapping[str, str]) -> GatewayConfig:
     scaler_listen_addr = listen_addr_setting(
         environ, names.SCALER_LISTEN_ADDR, DEFAULT_SCALER_LISTEN_ADDR
     )
+    readiness_path = environ.get(names.BACKEND_READINESS_PATH) or DEFAULT_BACKEND_READINESS_PATH
+    if not _REQUEST_PATH.fullmatch(readiness_path):
+        raise ConfigError(
+            f"{names.BACKEND_READINESS_PATH}: {go_quote(readiness_path)} is not an absolute "
+            "path of printable ASCII without spaces"
+        )
     key_file = environ.get(names.CLIENT_API_KEY_FILE) or None
     if key_file is not None:
         _check_key_file(key_file)
     mode = environ.get(names.COLDSTART_MODE, "")
     return GatewayConfig(
         backend_url=backend_url,
+        backend_readiness_path=readiness_path,
         listen_addr=listen_addr,
         max_queue=_positive_int(environ.get(names.MAX_QUEUE), DEFAULT_MAX_QUEUE),
         activation_timeout=_positive_seconds(

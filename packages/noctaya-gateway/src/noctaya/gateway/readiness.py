@@ -1,4 +1,5 @@
-"""Is a backend ready? `GET <backend>/health` == 200, cached briefly and probed single-flight.
+"""Is a backend ready? `GET <backend><path>` == 200 (`/health` unless configured), cached
+briefly and probed single-flight.
 
 The gateway has no Kubernetes credentials; the backend Service only routes to pods that passed
 their model-load readiness probe, so one 200 through it means a ready backend exists. Every
@@ -20,12 +21,13 @@ class ReadinessProbe:
         self,
         pool: UpstreamPool,
         *,
+        path: str = "/health",
         interval: float = 0.5,
         timeout: float = 2.0,
         clock: Callable[[], float] = time.monotonic,
     ) -> None:
         self._pool = pool
-        self._target = pool.path_prefix + b"/health"
+        self._target = pool.path_prefix + path.encode("ascii")
         self._interval = interval
         self._timeout = timeout
         self._clock = clock

@@ -16,6 +16,7 @@ if TYPE_CHECKING:  # the gateway reads these names without the API models behind
     from noctaya.core.plan.gateway import GatewayPlan
 
 BACKEND_URL = "NOCTAYA_BACKEND_URL"
+BACKEND_READINESS_PATH = "NOCTAYA_BACKEND_READINESS_PATH"
 LISTEN_ADDR = "NOCTAYA_LISTEN_ADDR"
 MAX_QUEUE = "NOCTAYA_MAX_QUEUE"
 SCALER_LISTEN_ADDR = "NOCTAYA_SCALER_LISTEN_ADDR"
@@ -77,6 +78,9 @@ class GatewayPlacement:
     scaler_tls: ScalerTLSFiles | None = None
     reporting: DemandReporting | None = None
     """Required when the plan runs several replicas."""
+    readiness_path: str | None = None
+    """Where the gateway itself asks whether the engine is ready, when nothing in front of the
+    engine gates traffic on its readiness probe (local mode); unset, the gateway's default."""
 
 
 def scaler_tls_env(files: ScalerTLSFiles) -> list[EnvEntry]:
@@ -88,12 +92,12 @@ def scaler_tls_env(files: ScalerTLSFiles) -> list[EnvEntry]:
 
 
 def gateway_env(plan: GatewayPlan, placement: GatewayPlacement) -> list[EnvEntry]:
-    """In one fixed order: backend, listen, queue, scaler, timeout, cold start, credentials."""
-    result: list[EnvEntry] = [
-        (BACKEND_URL, placement.backend_url),
-        (LISTEN_ADDR, placement.listen_addr),
-        (MAX_QUEUE, str(plan.max_queue)),
-    ]
+    """In one fixed order: backend (and its readiness path), listen, queue, scaler, timeout,
+    cold start, credentials."""
+    result: list[EnvEntry] = [(BACKEND_URL, placement.backend_url)]
+    if placement.readiness_path is not None:
+        result.append((BACKEND_READINESS_PATH, placement.readiness_path))
+    result += [(LISTEN_ADDR, placement.listen_addr), (MAX_QUEUE, str(plan.max_queue))]
     reporting = placement.reporting
     if plan.aggregated:
         if reporting is None:

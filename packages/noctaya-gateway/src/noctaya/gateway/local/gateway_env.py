@@ -1,8 +1,9 @@
 """The gateway's environment in local mode: the operator's contract with loopback addresses.
 
 The gateway reads only `NOCTAYA_*` env, so local mode configures it from the same core contract
-the operator renders a single-gateway Deployment from; only the addresses and the API key file
-are local.
+the operator renders a single-gateway Deployment from; only the addresses, the API key file and
+the readiness path are local (no Service gates the engine on its readiness probe here, so the
+gateway asks the probe's path itself).
 """
 
 from __future__ import annotations
@@ -20,6 +21,7 @@ def gateway_env(plan: LocalPlan, listen_addr: str) -> dict[str, str]:
         listen_addr=listen_addr,
         scaler_listen_addr=SCALER_LISTEN_ADDR,
         api_key_file=plan.api_key_file,
+        readiness_path=plan.engine.readiness_path,
     )
     env: dict[str, str] = {}
     for name, value in contract.gateway_env(plan.gateway, placement):

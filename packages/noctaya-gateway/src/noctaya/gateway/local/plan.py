@@ -49,6 +49,9 @@ class EnginePlan:
     """Set on top of local mode's own environment: runtime env (templated), then model env."""
     port: int
     stop_grace_seconds: int
+    readiness_path: str | None = None
+    """The path of the runtime's HTTP readiness probe, which the gateway asks in place of the
+    Service that gates a cluster's pods on it; None: the gateway's default (`/health`)."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -118,11 +121,14 @@ def _plan_engine(
     env = {item.name: value or "" for item, value in zip(container.env, values, strict=True)}
     env.update({item.name: item.value for item in model.env})
     grace = runtime.spec.lifecycle.termination_grace_period_seconds
+    readiness = runtime.spec.health.readiness
+    http_get = readiness.http_get if readiness is not None else None
     return EnginePlan(
         argv=(*command, *args),
         env=env,
         port=container.port.container_port,
         stop_grace_seconds=grace or DEFAULT_STOP_GRACE_SECONDS,
+        readiness_path=None if http_get is None else http_get.path or "/",
     )
 
 
