@@ -4,7 +4,7 @@ UV_VERSION := 0.13.8
 export UV_PYTHON_DOWNLOADS := never
 UV := $(shell command -v uv 2>/dev/null || echo .tools/bin/uv)
 
-.PHONY: test sync control-plane helm test-packages lint crds docs proto demo cluster-deps cluster images
+.PHONY: test sync control-plane helm test-packages llama-cpp lint crds docs proto demo cluster-deps cluster images
 
 $(UV):
 	python3 -m venv .tools && .tools/bin/pip install -q uv==$(UV_VERSION)
@@ -17,6 +17,13 @@ control-plane:
 
 helm:
 	bash hack/build-helm.sh
+
+# llama.cpp's server (llama-cpp-python[server], compiled from its sdist once per pinned set into
+# ~/.cache/noctaya/tools): the real CPU engine local mode's tests serve a generated model with.
+# It lives in an environment of its own because `make sync` (`uv sync --locked`) removes from
+# .venv whatever uv.lock does not list; see the script for why it is not a dependency group.
+llama-cpp: $(UV)
+	UV=$(UV) bash hack/build-llama-cpp.sh
 
 # Debian packages the suite runs as real peers (the OCI registry for the fetcher tests).
 test-packages:
@@ -39,7 +46,7 @@ lint: sync
 
 # The e2e tests (tests/e2e, in the single-node cluster) run after the rest of the suite, which
 # deselects them (pyproject.toml addopts).
-test: sync control-plane helm test-packages cluster lint
+test: sync control-plane helm test-packages cluster llama-cpp lint
 	bash hack/fetch-keda-crds.sh
 	.venv/bin/pytest
 	.venv/bin/pytest -m e2e tests/e2e

@@ -1,4 +1,5 @@
-"""`start_local`: runs `noctaya-local` on a manifest and always stops it (and its children)."""
+"""`start_local`: runs `noctaya-local` on a manifest and always stops it (and its children);
+llama.cpp's built server and the tiny model it serves in tests."""
 
 from __future__ import annotations
 
@@ -6,6 +7,9 @@ from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import pytest
+from support.envtest.prerequisites import required
+from support.llama_cpp import locate_llama_cpp_python
+from support.tiny_llama import write_tiny_llama
 
 from .support import LocalMode
 
@@ -24,3 +28,15 @@ def start_local() -> Iterator[StartLocal]:
     yield start
     for local in started:
         local.teardown()
+
+
+@pytest.fixture(scope="session")
+def llama_cpp_python() -> Path:
+    """The interpreter llama-cpp-python is built for; skips locally, fails under CI=true."""
+    return required(locate_llama_cpp_python)
+
+
+@pytest.fixture(scope="session")
+def tiny_llama(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """The tiny random llama model, written once per session."""
+    return write_tiny_llama(tmp_path_factory.mktemp("models") / "tiny-llama.gguf")

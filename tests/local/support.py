@@ -25,6 +25,8 @@ from noctaya.gateway.local import log_lines
 
 DEADLINE = 30.0
 LISTEN = ("--listen", "127.0.0.1:0")
+SCALE_DOWN_WITHIN = 45.0
+"""The gateway holds demand 15 s after readiness (activation grace), then the 1 s cooldown runs."""
 
 
 def runtime_doc(
@@ -106,6 +108,21 @@ def wait_until(condition: Callable[[], bool], within: float = DEADLINE) -> bool:
             return False
         time.sleep(0.05)
     return True
+
+
+def engine_refuses_connections(port: int) -> bool:
+    with socket.socket() as probe:
+        return probe.connect_ex(("127.0.0.1", port)) != 0
+
+
+def assert_scales_back_to_zero(local: LocalMode, pid: int, port: int) -> None:
+    """The engine `pid`, the only one started, stops by itself once demand is gone and leaves
+    its port closed."""
+    stopped = local.wait_for(log_lines.ENGINE_STOPPED_RE, within=SCALE_DOWN_WITHIN)
+    assert int(stopped["pid"]) == pid
+    assert wait_until_gone(pid, within=5)
+    assert engine_refuses_connections(port)
+    assert local.count(log_lines.ENGINE_STARTED_RE) == 1
 
 
 def port_is_free(port: int) -> bool:

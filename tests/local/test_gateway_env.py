@@ -69,6 +69,28 @@ def test_an_api_key_file_configures_gateway_auth(tmp_path: Path) -> None:
     assert load_config(gateway_env(plan, "127.0.0.1:0")).client_api_key_file == str(key)
 
 
+def test_the_llama_cpp_example_runs_its_server_and_is_ready_once_it_answers() -> None:
+    plan = plan_local(load_manifest(EXAMPLE.with_name("llama-cpp.yaml")))
+    interpreter, *argv = plan.engine.argv
+    assert Path(interpreter).name == "python3"
+    assert argv == [
+        "-m",
+        "llama_cpp.server",
+        "--host=127.0.0.1",
+        "--port=18001",
+        "--model_alias=qwen",
+        "--n_ctx=2048",
+        "--interrupt_requests=False",
+        "--hf_model_repo_id=Qwen/Qwen2.5-0.5B-Instruct-GGUF",
+        "--model=*q4_k_m.gguf",
+    ]
+    env = gateway_env(plan, "127.0.0.1:0")
+    assert list(env)[:2] == ["NOCTAYA_BACKEND_URL", "NOCTAYA_BACKEND_READINESS_PATH"]
+    config = load_config(env)
+    assert config.backend_url == "http://127.0.0.1:18001"
+    assert config.backend_readiness_path == "/docs"
+
+
 @pytest.mark.parametrize(
     ("readiness", "path"),
     [

@@ -18,6 +18,8 @@ from support.ports import free_port
 from .conftest import StartLocal
 from .support import (
     DEADLINE,
+    assert_scales_back_to_zero,
+    engine_refuses_connections,
     kill_pid_in,
     output_holder,
     pid_exists,
@@ -29,14 +31,7 @@ from .support import (
     write_manifest,
 )
 
-SCALE_DOWN_WITHIN = 45.0
-"""The gateway holds demand 15 s after readiness (activation grace), then the 1 s cooldown runs."""
 CHAT = {"model": "svc", "messages": [{"role": "user", "content": "hi"}]}
-
-
-def engine_refuses_connections(port: int) -> bool:
-    with socket.socket() as probe:
-        return probe.connect_ex(("127.0.0.1", port)) != 0
 
 
 def test_cold_stream_starts_the_engine_streams_tokens_and_scales_back_to_zero(
@@ -62,11 +57,7 @@ def test_cold_stream_starts_the_engine_streams_tokens_and_scales_back_to_zero(
     assert lines.index(": heartbeat") < lines.index(f"data: {data[0]}")
 
     pid = int(local.wait_for(log_lines.ENGINE_STARTED_RE)["pid"])
-    stopped = local.wait_for(log_lines.ENGINE_STOPPED_RE, within=SCALE_DOWN_WITHIN)
-    assert int(stopped["pid"]) == pid
-    assert wait_until_gone(pid, within=5)
-    assert engine_refuses_connections(port)
-    assert local.count(log_lines.ENGINE_STARTED_RE) == 1
+    assert_scales_back_to_zero(local, pid, port)
     assert local.stop() == 0
 
 

@@ -18,7 +18,6 @@ import time
 from collections.abc import Callable, Generator, Iterator
 from pathlib import Path
 from types import FrameType
-from typing import TypeVar
 
 import pytest
 from kubernetes import client as k8s_client
@@ -26,26 +25,25 @@ from kubernetes import client as k8s_client
 from .envtest import Binaries, ControlPlane, install_crds, locate_binaries
 from .envtest.crds import crd_manifests
 from .envtest.keda_crds import locate_keda_crds
-from .envtest.prerequisites import REPO_ROOT, PrerequisiteMissing
+from .envtest.prerequisites import REPO_ROOT, required
 
 PROJECT_CRDS = REPO_ROOT / "config" / "crd" / "bases"
 LOG_DIR_ENV = "NOCTAYA_CONTROL_PLANE_LOG_DIR"
 _NEEDS_BINARIES = "control_plane_binaries"
 _FIXTURE = "control_plane"
 _PLANE = pytest.StashKey[ControlPlane]()
-_Found = TypeVar("_Found")
 
 
 @pytest.fixture(scope="session")
 def control_plane_binaries() -> Binaries:
     """The built etcd and kube-apiserver; skips locally, fails under CI=true, when missing."""
-    return _required(locate_binaries)
+    return required(locate_binaries)
 
 
 @pytest.fixture(scope="session")
 def keda_crds() -> Path:
     """The folder of KEDA's CRDs; skips locally, fails under CI=true, when not fetched."""
-    return _required(locate_keda_crds)
+    return required(locate_keda_crds)
 
 
 @pytest.fixture(scope="session")
@@ -119,17 +117,6 @@ def pytest_terminal_summary(terminalreporter: pytest.TerminalReporter) -> None:
     if plane is not None and plane.startup_seconds:
         times = ", ".join(f"{k} {v:.2f}s" for k, v in plane.startup_seconds.items())
         terminalreporter.write_line(f"control plane start-up: {times}")
-
-
-def _required(locate: Callable[[], _Found]) -> _Found:
-    try:
-        return locate()
-    except PrerequisiteMissing as missing:
-        if os.environ.get("CI", "").lower() in {"true", "1"}:
-            pytest.fail(
-                f"{missing}. CI=true: integration tests fail instead of skipping.", pytrace=False
-            )
-        pytest.skip(str(missing))
 
 
 @contextlib.contextmanager
