@@ -8,6 +8,7 @@ comment says for a file on disk; nothing is downloaded.
 from __future__ import annotations
 
 import json
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
 
@@ -82,6 +83,31 @@ def test_a_cold_stream_starts_llama_cpp_streams_its_tokens_and_scales_back_to_ze
 
     assert_scales_back_to_zero(local, int(started["pid"]), port)
     assert local.stop() == 0
+
+
+def stream_tokens(url: str, max_tokens: int) -> tuple[list[str], str]:
+    """The content deltas of one streamed chat completion, and its finish reason."""
+    request = {"model": "svc", "messages": MESSAGES, "stream": True, "max_tokens": max_tokens}
+    with httpx.stream("POST", f"{url}/chat/completions", json=request, timeout=120) as response:
+        assert response.status_code == 200
+        data = [line[6:] for line in response.iter_lines() if line.startswith("data: {")]
+    choices = [json.loads(chunk)["choices"][0] for chunk in data]
+    tokens = [choice["delta"]["content"] for choice in choices if choice["delta"].get("content")]
+    return tokens, choices[-1]["finish_reason"]
+
+
+def test_streams_held_together_while_cold_are_each_served_whole(
+    tmp_path: Path, start_local: StartLocal, llama_cpp_python: Path, tiny_llama: Path
+) -> None:
+    """The gateway releases both at once when the engine is ready; llama.cpp serves one request
+    at a time, and the example runtime makes it queue the other instead of ending the first
+    stream early with [DONE] (its default)."""
+    url, _, _ = serve_tiny_llama(tmp_path, start_local, llama_cpp_python, tiny_llama)
+    with ThreadPoolExecutor(2) as pool:
+        answers = list(pool.map(lambda _: stream_tokens(url, 200), range(2)))
+    for tokens, finish_reason in answers:
+        assert (len(tokens), finish_reason) == (200, "length")
+        assert set(tokens) <= PIECE_TEXTS
 
 
 def test_a_cold_non_streaming_request_gets_llama_cpps_openai_completion(
