@@ -77,7 +77,16 @@ def plan_serving(
     identity = ServiceIdentity(service.metadata.name or "", service.metadata.namespace or "")
     spec = service.spec
     autoscaling = plan_autoscaling(spec)
-    cache = plan_service_cache(service, model)
+    requested = spec.cache
+    cache = plan_cache(
+        strategy=requested.strategy.value,
+        size=requested.size,
+        storage_class_name=requested.storage_class_name,
+        prewarm=requested.prewarm,
+        model=model,
+        service_name=identity.name,
+        namespace=identity.namespace,
+    )
     backend = plan_backend(service, runtime, adapter, model, cache=cache_mount(cache))
     gateway = plan_gateway(spec, gateway_image, gateway_replicas, autoscaling.scaler_tls_secret)
     return ServingPlan(
@@ -89,18 +98,4 @@ def plan_serving(
         gateway=gateway,
         cache=cache,
         prewarm=plan_prewarm(cache, model, fetch_image or gateway_image, backend.env),
-    )
-
-
-def plan_service_cache(service: LLMService, model: ResolvedModel) -> CachePlan:
-    """The service's cache as the operator plans it; local mode fetches into the same plan."""
-    cache = service.spec.cache
-    return plan_cache(
-        strategy=cache.strategy.value,
-        size=cache.size,
-        storage_class_name=cache.storage_class_name,
-        prewarm=cache.prewarm,
-        model=model,
-        service_name=service.metadata.name or "",
-        namespace=service.metadata.namespace or "",
     )

@@ -15,14 +15,18 @@ import sys
 from collections.abc import Sequence
 from pathlib import Path
 
+from noctaya.core.errors import NoctayaError
+from noctaya.core.plan.serving import ServingPlan
+from noctaya.core.plugins import VendorRegistry
 from noctaya.core.values.listen_address import parse_listen_address
 from noctaya.gateway.local.command import LOCAL_COMMAND_ANNOTATION
 from noctaya.gateway.local.errors import LocalConfigError, LocalRunError, one_line
 from noctaya.gateway.local.manifest import LocalManifest, load_manifest
 from noctaya.gateway.local.model_fetch import ModelFetch, default_cache, fetch_model, plan_fetch
-from noctaya.gateway.local.plan import LocalPlan, local_model, plan_local
+from noctaya.gateway.local.plan import LocalPlan, local_plan, plan_local
 from noctaya.gateway.local.port_claims import check_listen_port
 from noctaya.gateway.local.runner import run_local
+from noctaya.gateway.local.workloads import LocalService
 
 log = logging.getLogger("noctaya.local")
 DEFAULT_LISTEN = "127.0.0.1:8080"
@@ -75,35 +79,41 @@ def main(argv: Sequence[str] | None = None) -> int:
         parser.error(f"--listen: {error}")
     try:
         manifest = load_manifest(args.file)
-        plan = plan_local(manifest, api_key_file=args.api_key_file)  # all checked before a fetch
-        fetch = plan_fetch(
-            manifest.service,
-            local_model(manifest.service),
-            args.registry_config,
-            plan.engine.env,
-            os.environ,
-        )
+        vendors = VendorRegistry.discover()
+        plan = plan_local(manifest, api_key_file=args.api_key_file, vendors=vendors)
+        fetch = plan_fetch(plan.serving, args.registry_config, os.environ)  # checked before
         check_listen_port(plan, args.listen)
-    except LocalConfigError as error:
+    except (LocalConfigError, NoctayaError) as error:
         print(f"noctaya-local: {one_line(str(error))}", file=sys.stderr)
         return EXIT_INVALID
     configure_logging()
     try:
-        return asyncio.run(_serve(plan, fetch, args, manifest))
+        return asyncio.run(_serve(plan, fetch, args, manifest, vendors))
     except LocalRunError as error:
         log.error("%s", one_line(str(error)))
         return 1
 
 
 async def _serve(
-    plan: LocalPlan, fetch: ModelFetch | None, args: argparse.Namespace, manifest: LocalManifest
+    plan: LocalPlan,
+    fetch: ModelFetch | None,
+    args: argparse.Namespace,
+    manifest: LocalManifest,
+    vendors: VendorRegistry,
 ) -> int:
     if fetch is not None:
         model_path = await fetch_model(fetch, args.cache, os.environ)
         if model_path is None:
             return 0
-        plan = plan_local(manifest, api_key_file=args.api_key_file, model_path=model_path)
-    return await run_local(plan, args.listen, os.environ, source=str(args.file))
+        plan = plan_local(
+            manifest, api_key_file=args.api_key_file, model_path=model_path, vendors=vendors
+        )
+
+    def translate(serving: ServingPlan) -> LocalService:
+        mapped = local_plan(serving, manifest.runtimes, api_key_file=args.api_key_file)
+        return LocalService(mapped, args.listen, source=str(args.file))
+
+    return await run_local(plan.serving, translate, os.environ)
 
 
 def configure_logging() -> None:

@@ -1,8 +1,7 @@
 """Which LLMService and InferenceRuntime a local-mode file declares, validated by the core.
 
 A local file is what `kubectl apply -f` would take: a multi-document YAML with one LLMService and
-the InferenceRuntime(s) it may run on. Runtime choice is the operator's (pinned name, or vendor
-order then priority), so a file that works locally selects the same runtime on a cluster.
+the InferenceRuntime(s) it may run on (`noctaya.gateway.local.runtimes`).
 
 Whatever a document holds, the outcome is a manifest or a LocalConfigError naming the document
 and field: the core's validation error is expected, and anything else it raises on hostile
@@ -25,23 +24,25 @@ from noctaya.core.api import (
 )
 from noctaya.core.api.names import shown
 from noctaya.core.api.yaml_documents import ManifestYAMLError, read_documents
-from noctaya.core.errors import NoctayaError
-from noctaya.core.runtime_selection import RuntimeCandidate, select_runtime
 from noctaya.core.values.go_text import go_list
 from noctaya.gateway.local.errors import LocalConfigError
+from noctaya.gateway.local.runtimes import FileRuntimes
 
 LLMSERVICE, INFERENCERUNTIME = "LLMService", "InferenceRuntime"
+DEFAULT_NAMESPACE = "default"
 _Resource = TypeVar("_Resource", LLMService, InferenceRuntime)
 
 
 @dataclass(frozen=True, slots=True)
 class LocalManifest:
     service: LLMService
-    runtime: InferenceRuntime
+    runtimes: FileRuntimes
+    source: str
+    """The file, named in messages."""
 
 
 def load_manifest(path: Path) -> LocalManifest:
-    """Read `path`, validate every document through the API models and select the runtime."""
+    """Read `path` and validate every document through the API models."""
     try:
         with path.open("rb") as file:
             documents = read_documents(file, source=str(path))
@@ -62,7 +63,8 @@ def _manifest(documents: Sequence[Mapping[str, Any]], source: str) -> LocalManif
         else:
             runtimes.append(item)
     service = _single_service(services, source)
-    return LocalManifest(service, _select(service, runtimes, source))
+    service.metadata.namespace = service.metadata.namespace or DEFAULT_NAMESPACE  # as kubectl does
+    return LocalManifest(service, FileRuntimes(runtimes, source), source)
 
 
 def validate_document(document: Mapping[str, Any], where: str) -> LLMService | InferenceRuntime:
@@ -117,30 +119,3 @@ def _single_service(services: Sequence[LLMService], source: str) -> LLMService:
     raise LocalConfigError(
         f"{source}: {len(services)} {LLMSERVICE}s {names}; local mode serves exactly one per file"
     )
-
-
-def _select(
-    service: LLMService, runtimes: Sequence[InferenceRuntime], source: str
-) -> InferenceRuntime:
-    by_name = {runtime.metadata.name or "": runtime for runtime in runtimes}
-    if len(by_name) != len(runtimes):
-        raise LocalConfigError(f"{source}: two {INFERENCERUNTIME}s share a metadata.name")
-    selection = service.spec.runtime
-    if selection.name:
-        runtime = by_name.get(selection.name)
-        if runtime is None:
-            raise LocalConfigError(
-                f"{source}: {LLMSERVICE} spec.runtime.name {shown(selection.name)}: no "
-                f"{INFERENCERUNTIME} of that name in the file (found {go_list(sorted(by_name))})"
-            )
-        return runtime
-    selector = selection.selector
-    vendors = [str(vendor) for vendor in (selector.vendor or [])] if selector else []
-    candidates = [
-        RuntimeCandidate(name, str(runtime.spec.vendor), runtime.spec.priority)
-        for name, runtime in by_name.items()
-    ]
-    try:
-        return by_name[select_runtime(candidates, vendors).name]
-    except NoctayaError as error:
-        raise LocalConfigError(f"{source}: {LLMSERVICE} spec.runtime.selector: {error}") from None

@@ -1,9 +1,10 @@
 """Local mode's prewarm Job: `noctaya-fetch` fills a cache folder before the engine starts.
 
 The same command the cluster's prewarm and staging Jobs run, started as a program rather than
-imported, so the hub clients stay out of the gateway's imports. It decides as the operator does
-whether a fetch is needed (an `oci://` artifact always, a hub model when `spec.cache.prewarm`
-asks for it), then hands the engine the fetched folder as `.Model.Path`. A second start finds
+imported, so the hub clients stay out of the gateway's imports. Whether a fetch is needed is the
+plan's answer, the operator's (`ServingPlan.prewarm`: an `oci://` artifact always, a hub model
+when `spec.cache.prewarm` asks for it), and the fetch gets the env the Job would get; the engine
+is then planned with the fetched folder as `.Model.Path`. A second start finds
 the fetcher's completion marker and makes no network request; two local modes fetching one model
 into one cache download it once (the fetcher lets one of them own the download).
 """
@@ -19,11 +20,8 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
 
-from noctaya.core.api import LLMService
-from noctaya.core.cache_planning import FETCH_COMMAND, fetch_uri, is_hub_steering, plan_prewarm
-from noctaya.core.errors import NoctayaError
-from noctaya.core.model_source import ResolvedModel
-from noctaya.core.plan.serving import plan_service_cache
+from noctaya.core.cache_planning import FETCH_COMMAND, fetch_uri
+from noctaya.core.plan.serving import ServingPlan
 from noctaya.core.values.go_text import go_quote
 from noctaya.gateway.local.command import find_executable
 from noctaya.gateway.local.errors import LocalConfigError, LocalRunError
@@ -40,7 +38,7 @@ class ModelFetch:
     uri: str
     registry_config: str | None
     env: Mapping[str, str]
-    """The engine's hub-steering env (mirrors, proxies), set on top of local mode's own."""
+    """The runtime's hub-steering env (mirrors, proxies), set on top of local mode's own."""
 
     def argv(self, executable: str, cache: Path) -> list[str]:
         argv = [executable, self.uri, "--cache", str(cache)]
@@ -56,17 +54,14 @@ def default_cache(environ: Mapping[str, str]) -> Path:
 
 
 def plan_fetch(
-    service: LLMService,
-    model: ResolvedModel,
-    registry_config: str | None,
-    engine_env: Mapping[str, str],
-    environ: Mapping[str, str],
+    plan: ServingPlan, registry_config: str | None, environ: Mapping[str, str]
 ) -> ModelFetch | None:
-    """The fetch the operator would run as a Job for this service, or None if it runs none.
+    """The fetch the operator runs as a Job for this service, or None if it runs none.
 
     A hub token the model's `secretRef` names must be in the environment, whoever downloads:
     local mode reads no Secret, and the engine downloads a model that is not prewarmed.
     """
+    model = plan.model
     token = model.token_env
     if token is not None and not (environ.get(token.name) or environ.get(f"{token.name}_FILE")):
         raise LocalConfigError(
@@ -74,11 +69,7 @@ def plan_fetch(
             f"{go_quote(token.secret_name)}; set {token.name} (or {token.name}_FILE, a file "
             "holding it) to the hub token"
         )
-    try:
-        cache = plan_service_cache(service, model)
-        job = plan_prewarm(cache, model, FETCH_COMMAND)
-    except NoctayaError as error:
-        raise LocalConfigError(f"LLMService spec.cache: {error.message}") from None
+    job = plan.prewarm
     if job is None:
         return None
     if model.oci_secret_name and registry_config is None:
@@ -90,7 +81,7 @@ def plan_fetch(
     return ModelFetch(
         fetch_uri(model),
         registry_config if model.oci_secret_name else None,
-        {name: value for name, value in engine_env.items() if is_hub_steering(name)},
+        {entry.name: entry.value or "" for entry in job.runtime_env if entry.source is None},
     )
 
 
