@@ -115,6 +115,24 @@ async def test_keepalive_non_streaming_request_proceeds_when_the_backend_becomes
     assert metric(text, "noctaya_gateway_requests_total", {"code": "200"}) == 1
 
 
+async def test_held_requests_learn_of_readiness_faster_than_the_readiness_cache_lasts(
+    engine: Engine, start_gateway: StartGateway, http: aiohttp.ClientSession
+) -> None:
+    """How late the gateway notices a ready backend adds to a cold request's first token: while
+    requests are held, readiness is probed every held interval, not every readiness interval."""
+    engine.make_unready()
+    gateway = await start_gateway(engine.url, readiness_interval=5.0, held_readiness_interval=0.05)
+    request = asyncio.ensure_future(http.post(f"{gateway.url}/v1/chat/completions", json={}))
+    await eventually(lambda: gateway.pending == 1, what="the request to be held")
+    await asyncio.sleep(0.3)
+    engine.make_ready()
+    ready_at = time.monotonic()
+    async with await request as response:
+        assert response.status == 200
+        await response.read()
+    assert time.monotonic() - ready_at < 1.0
+
+
 async def test_cold_stream_gets_heartbeats_then_real_tokens_then_done(
     engine: Engine, start_gateway: StartGateway, http: aiohttp.ClientSession
 ) -> None:

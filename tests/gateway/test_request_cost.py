@@ -93,16 +93,21 @@ async def test_waiting_cold_streams_share_one_readiness_poll(
     over 20 intervals ask about as often as one would (they once asked 400 times)."""
     engine.make_unready()
     interval, streams = 0.05, 20
-    gateway = await start_gateway(engine.url, readiness_interval=interval, heartbeat_interval=30.0)
+    gateway = await start_gateway(
+        engine.url,
+        readiness_interval=interval,
+        held_readiness_interval=interval,
+        heartbeat_interval=30.0,
+    )
     assert gateway.server.app is not None
     readiness = gateway.server.app.readiness
     asked = 0
     ready = readiness.ready
 
-    async def counting() -> bool:
+    async def counting(max_age: float | None = None) -> bool:
         nonlocal asked
         asked += 1
-        return await ready()
+        return await ready(max_age)
 
     monkeypatch.setattr(readiness, "ready", counting)
     body = {"model": "stub", "messages": [], "stream": True}

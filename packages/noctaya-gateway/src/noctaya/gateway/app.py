@@ -158,10 +158,11 @@ class GatewayApp:
             await self._error(send, QUEUE_FULL, openai, reason="queue_full")
             return
         try:
-            if self.readiness.cached_ready() or await self.readiness.ready():
-                await self._forward(scope, channel, body, send, openai, False)
-            else:
-                await self._cold.handle(scope, channel, body, send, openai)
+            if (
+                self.readiness.cached_ready() or await self.readiness.ready()
+            ) and await self._forward(scope, channel, body, send, openai, False):
+                return
+            await self._cold.handle(scope, channel, body, send, openai)
         finally:
             self.demand.release()
 
@@ -185,27 +186,35 @@ class GatewayApp:
         send: Send,
         openai: bool,
         committed: bool,
-    ) -> None:
+    ) -> bool:
         """Proxy in this task, which a client disconnect cancels (aborting the backend request,
-        so an engine stops generating for nobody); map failures to responses."""
+        so an engine stops generating for nobody); map failures to responses.
+
+        False, with nothing answered, when no connection to the backend could be made: it has
+        gone since it was seen ready (scaled away a moment before, the Service still routing
+        to it), and the request waits for the next one as a cold request does."""
         try:
             with channel.gone_cancels():
                 await self._upstream.forward(scope, channel, body, send, committed=committed)
         except ClientGone:
-            return
+            return True
         except BodyTooLarge:
             if not committed:
                 await self._error(send, BODY_TOO_LARGE, openai)
-            return
+            return True
         except UpstreamUnavailable as failure:
+            if failure.unsent:
+                self.readiness.forget()
+                return False
             if not committed:
                 await self._error(send, failure.error, openai)
-                return
+                return True
             frame = sse_error_frame(failure.error, openai)
             await send({"type": "http.response.body", "body": frame, "more_body": False})
-            return
+            return True
         if committed:
             await send({"type": "http.response.body", "body": b"", "more_body": False})
+        return True
 
     async def _error(self, send: Send, error: GatewayError, openai: bool, reason: str = "") -> None:
         await send_error(send, error, openai)

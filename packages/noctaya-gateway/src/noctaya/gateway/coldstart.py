@@ -40,8 +40,9 @@ from noctaya.gateway.responses import (
     sse_error_frame,
 )
 
-Forward = Callable[[dict[str, Any], ClientChannel, bytes, Send, bool, bool], Awaitable[None]]
-"""(scope, channel, body, send, openai, committed): proxy the request to the ready backend."""
+Forward = Callable[[dict[str, Any], ClientChannel, bytes, Send, bool, bool], Awaitable[bool]]
+"""(scope, channel, body, send, openai, committed): proxy the request to the ready backend;
+False, with nothing sent, if it could not be reached after all (gone again): wait on."""
 
 HEARTBEAT = b": heartbeat\n\n"
 _HEARTBEAT_MESSAGE = {"type": "http.response.body", "body": HEARTBEAT, "more_body": True}
@@ -80,8 +81,8 @@ class _Wait:
 
 
 class ColdWaits:
-    """Every wait for a ready backend, served together: one readiness poll every readiness
-    interval, one heartbeat tick for all waiting streams and one timer for the earliest
+    """Every wait for a ready backend, served together: one readiness poll every
+    `poll_interval`, one heartbeat tick for all waiting streams and one timer for the earliest
     deadline, all running only while someone waits. A held stream costs a small record and,
     while it sleeps, one future: no timer, task or event of its own.
 
@@ -106,18 +107,30 @@ class ColdWaits:
 
     def add(self, stream: bool) -> _Wait:
         """A wait starting now; `remove` it when done with it."""
+        wait = _Wait(asyncio.get_running_loop().time() + self._timeout, stream)
+        self._enter(wait)
+        return wait
+
+    def resume(self, wait: _Wait) -> None:
+        """`wait`, removed when the backend was seen ready, waits again with its own deadline:
+        the backend went before the request could reach it. Rare: the waits are put back in
+        deadline order by a sort."""
+        last = next(reversed(self._waits), None)
+        self._enter(wait)
+        if last is not None and last.deadline > wait.deadline:
+            self._waits = dict.fromkeys(sorted(self._waits, key=lambda each: each.deadline))
+            self._arm()
+
+    def _enter(self, wait: _Wait) -> None:
         loop = asyncio.get_running_loop()
-        now = loop.time()
-        wait = _Wait(now + self._timeout, stream)
         self._waits[wait] = None
-        if stream:
+        if wait.stream:
             self._streams += 1
             if self._streams == 1:
-                self._next_beat = now + self._heartbeat
+                self._next_beat = loop.time() + self._heartbeat
         if self._poll is None:
             self._poll = loop.create_task(self._polling())
         self._arm()
-        return wait
 
     def remove(self, wait: _Wait) -> None:
         """Idempotent. The timer is left as it is (firing early only re-arms it) unless no one
@@ -204,7 +217,7 @@ class ColdWaits:
         try:
             while self._waits:
                 await asyncio.sleep(self._poll_interval)
-                if await self._readiness.ready():
+                if await self._readiness.ready(max_age=self._poll_interval):
                     for wait in self._waits:
                         _wake(wait, Outcome.READY)
         finally:
@@ -235,7 +248,7 @@ class ColdStart:
         self._forward = forward
         self._waits = ColdWaits(
             readiness,
-            config.readiness_interval,
+            config.held_readiness_interval,
             config.heartbeat_interval,
             config.activation_timeout,
         )
@@ -263,22 +276,12 @@ class ColdStart:
     async def _wait(
         self, scope: dict[str, Any], channel: ClientChannel, body: bytes, send: Send, openai: bool
     ) -> None:
-        start = time.monotonic()
         wait = self._waits.add(stream=False)
-        try:
-            with channel.gone_cancels():
-                outcome = await self._waits.next(wait)
-        except ClientGone:
-            return
-        finally:
-            self._waits.remove(wait)
+        outcome = await self._held(wait, scope, channel, body, send, openai)
         if outcome is Outcome.DRAINED:
             await self._refuse(send, COLD_START, "cold_start", openai)
         elif outcome is Outcome.TIMEOUT:
             await self._refuse(send, ACTIVATION_TIMEOUT, "activation_timeout", openai)
-        else:
-            self._metrics.activation_wait.observe(time.monotonic() - start)
-            await self._forward(scope, channel, body, send, openai, False)
 
     async def _stream_wait(
         self, scope: dict[str, Any], channel: ClientChannel, body: bytes, send: Send, openai: bool
@@ -290,25 +293,49 @@ class ColdStart:
             headers.append(_HTTP1_KEEPALIVE)
         await send({"type": "http.response.start", "status": 200, "headers": headers})
         self._metrics.count_response(200)
-        start = time.monotonic()
         wait = self._waits.add(stream=True)
-        try:
-            with channel.gone_cancels():
-                while (outcome := await self._waits.next(wait)) is Outcome.BEAT:
-                    await send(_HEARTBEAT_MESSAGE)
-        except ClientGone:
-            return
-        finally:
-            self._waits.remove(wait)
+        outcome = await self._held(wait, scope, channel, body, send, openai)
         if outcome is Outcome.DRAINED:
             self._metrics.reject("cold_start")
             await _end_stream(send, sse_error_frame(COLD_START, openai))
         elif outcome is Outcome.TIMEOUT:
             self._metrics.reject("activation_timeout")
             await _end_stream(send, sse_error_frame(STREAM_TIMEOUT, openai))
-        else:
-            self._metrics.activation_wait.observe(time.monotonic() - start)
-            await self._forward(scope, channel, body, send, openai, True)
+
+    async def _held(
+        self,
+        wait: _Wait,
+        scope: dict[str, Any],
+        channel: ClientChannel,
+        body: bytes,
+        send: Send,
+        openai: bool,
+    ) -> Outcome | None:
+        """Hold the request (a stream gets its heartbeats) until the backend is ready, then
+        forward it; the outcome that ended the wait otherwise (None: forwarded, or the client
+        left). A backend gone again before the request reached it is waited for anew, within
+        the same deadline."""
+        start = time.monotonic()
+        while True:
+            try:
+                with channel.gone_cancels():
+                    while (outcome := await self._waits.next(wait)) is Outcome.BEAT:
+                        await send(_HEARTBEAT_MESSAGE)
+            except ClientGone:
+                return None
+            finally:
+                self._waits.remove(wait)
+            if outcome is not Outcome.READY:
+                return outcome
+            waited, proceeded = time.monotonic() - start, True
+            try:
+                proceeded = await self._forward(scope, channel, body, send, openai, wait.stream)
+            finally:
+                if proceeded:
+                    self._metrics.activation_wait.observe(waited)
+            if proceeded:
+                return None
+            self._waits.resume(wait)
 
     async def _refuse(self, send: Send, error: GatewayError, reason: str, openai: bool) -> None:
         await send_error(send, error, openai)

@@ -231,6 +231,9 @@ class GatewayConfig:
     demand_aggregator_url: str | None = None
     max_request_body: int = DEFAULT_MAX_REQUEST_BODY
     readiness_interval: float = 0.5
+    held_readiness_interval: float = 0.05
+    """Readiness is probed this often while requests wait for a cold backend (the interval
+    above otherwise): how late the gateway learns of readiness adds to their first token."""
     readiness_timeout: float = 2.0
     ready_grace: float = 15.0
     peek_limit: int = 8 * MIB

@@ -16,7 +16,13 @@ from noctaya.gateway.responses import (
     Headers,
     Send,
 )
-from noctaya.gateway.upstream import UpstreamError, UpstreamPool, UpstreamResponse, UpstreamTimeout
+from noctaya.gateway.upstream import (
+    NotConnected,
+    UpstreamError,
+    UpstreamPool,
+    UpstreamResponse,
+    UpstreamTimeout,
+)
 
 HOP_BY_HOP = frozenset(
     {
@@ -40,11 +46,13 @@ _BODY_END: dict[str, Any] = {"type": "http.response.body", "body": b"", "more_bo
 
 class UpstreamUnavailable(Exception):
     """The backend could not be reached, failed or stalled before sending a response head;
-    `error` is what the client is told (502, or 504 for a stall)."""
+    `error` is what the client is told (502, or 504 for a stall). `unsent`: no connection could
+    be made, so nothing of the request reached the backend."""
 
-    def __init__(self, message: str, error: GatewayError) -> None:
+    def __init__(self, message: str, error: GatewayError, *, unsent: bool = False) -> None:
         super().__init__(message)
         self.error = error
+        self.unsent = unsent
 
 
 class UpstreamAborted(Exception):
@@ -141,7 +149,9 @@ class Upstream:
             if answered:
                 raise UpstreamAborted(str(error) or type(error).__name__) from error
             answer = BACKEND_TIMEOUT if isinstance(error, UpstreamTimeout) else BACKEND_UNREACHABLE
-            raise UpstreamUnavailable(str(error) or type(error).__name__, answer) from error
+            raise UpstreamUnavailable(
+                str(error) or type(error).__name__, answer, unsent=isinstance(error, NotConnected)
+            ) from error
 
 
 def _response_headers(status: int, raw: list[tuple[bytes, bytes]]) -> Headers:

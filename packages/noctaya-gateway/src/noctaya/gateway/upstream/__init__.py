@@ -2,9 +2,15 @@
 
 from noctaya.gateway.upstream.connection import UpstreamClosed, UpstreamTimeout
 from noctaya.gateway.upstream.parser import ProtocolError
-from noctaya.gateway.upstream.pool import UpstreamError, UpstreamPool, UpstreamResponse
+from noctaya.gateway.upstream.pool import (
+    NotConnected,
+    UpstreamError,
+    UpstreamPool,
+    UpstreamResponse,
+)
 
 __all__ = [
+    "NotConnected",
     "ProtocolError",
     "UpstreamClosed",
     "UpstreamError",

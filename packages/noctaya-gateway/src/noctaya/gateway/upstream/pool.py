@@ -36,6 +36,13 @@ _IDEMPOTENT = frozenset({"GET", "HEAD", "OPTIONS", "TRACE"})
 _IDEMPOTENCY_KEYS = frozenset({b"idempotency-key", b"x-idempotency-key"})
 Writer = asyncio.Task[None] | None
 """The task writing a streamed request body, if any."""
+
+
+class NotConnected(ConnectionError):
+    """No connection to the backend could be made (refused, unreachable, unresolvable, timed
+    out): nothing of the request reached it."""
+
+
 UpstreamError = (UpstreamClosed, UpstreamTimeout, ProtocolError, OSError, TimeoutError)
 """What a failed exchange raises (besides whatever the request body's source raised)."""
 
@@ -103,6 +110,10 @@ class UpstreamPool:
         return Exchange(self, method, target, headers, body, declared_length)
 
     async def close(self) -> None:
+        self.close_idle()
+
+    def close_idle(self) -> None:
+        """Close every idle connection (exchanges in progress keep theirs)."""
         while self._idle:
             self._idle.pop()[0].close()
 
@@ -120,8 +131,7 @@ class UpstreamPool:
             connection, idle_since = self._idle.pop()
             if idle_since < oldest_usable:
                 connection.close()
-                while self._idle:
-                    self._idle.pop()[0].close()
+                self.close_idle()
                 return None
             if not connection.closed:
                 return connection
@@ -129,14 +139,17 @@ class UpstreamPool:
 
     async def _connect(self) -> Http1Connection:
         loop = asyncio.get_running_loop()
-        async with asyncio.timeout(self._connect_timeout):
-            _, connection = await loop.create_connection(
-                lambda: Http1Connection(self._read_timeout, self._head_timeout),
-                self._host,
-                self._port,
-                ssl=self._ssl,
-                server_hostname=self._host if self._ssl else None,
-            )
+        try:
+            async with asyncio.timeout(self._connect_timeout):
+                _, connection = await loop.create_connection(
+                    lambda: Http1Connection(self._read_timeout, self._head_timeout),
+                    self._host,
+                    self._port,
+                    ssl=self._ssl,
+                    server_hostname=self._host if self._ssl else None,
+                )
+        except (OSError, TimeoutError) as error:
+            raise NotConnected(str(error) or type(error).__name__) from error
         return connection
 
     async def _send(
