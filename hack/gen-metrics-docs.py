@@ -18,9 +18,10 @@ from pathlib import Path
 from noctaya.gateway.aggregator.config import AGGREGATOR_SETTINGS
 from noctaya.gateway.aggregator.metrics import AggregatorMetrics
 from noctaya.gateway.config import GATEWAY_SETTINGS, Setting
+from noctaya.gateway.exposition import Histogram, Registry
 from noctaya.gateway.metrics import GatewayMetrics
 from noctaya.k8s.docs.markdown import cell, code, table
-from noctaya.k8s.docs.metrics import MetricSource, metrics_page
+from noctaya.k8s.docs.metrics import Family, MetricSource, metrics_page, prometheus_families
 from noctaya.k8s.operator.metrics import ControllerMetrics
 
 OPERATIONS = Path(__file__).resolve().parent.parent / "docs" / "operations"
@@ -32,8 +33,8 @@ Every series the operator, the gateway and the demand aggregator serve on `/metr
 the registries the processes use. The operator serves its metrics over HTTPS to callers the API
 server authorizes (`--metrics-bind-address`, `--metrics-secure`); the gateway and the aggregator
 serve plain HTTP on their own ports (restrict them with a NetworkPolicy, see
-[Security](security.md)). Counters and histograms also carry the `_created` timestamp series
-of the Prometheus client.
+[Security](security.md)). The operator's counters and histograms also carry the `_created`
+timestamp series of the Prometheus client.
 """
 SETTINGS_INTRO = """# Gateway settings
 
@@ -53,15 +54,27 @@ def page() -> str:
     return metrics_page(
         INTRO,
         [
-            MetricSource("Operator (`noctaya-operator`)", operator.registry, operator),
-            MetricSource("Gateway (`noctaya-gateway --mode=gateway`)", gateway.registry, gateway),
+            MetricSource(
+                "Operator (`noctaya-operator`)", prometheus_families(operator.registry, operator)
+            ),
+            MetricSource("Gateway (`noctaya-gateway --mode=gateway`)", _families(gateway.registry)),
             MetricSource(
                 "Demand aggregator (`noctaya-gateway --mode=aggregator`)",
-                aggregator.registry,
-                aggregator,
+                _families(aggregator.registry),
             ),
         ],
     )
+
+
+def _families(registry: Registry) -> list[Family]:
+    """The gateway's and the aggregator's metrics, as the page lists them."""
+    families = []
+    for metric in registry.metrics:
+        suffixes = ("_bucket", "_count", "_sum") if isinstance(metric, Histogram) else ("",)
+        series = tuple(metric.name + suffix for suffix in suffixes)
+        name = metric.name.removesuffix("_total")
+        families.append(Family(name, series, metric.kind, metric.labelnames, metric.documentation))
+    return families
 
 
 def settings_page() -> str:

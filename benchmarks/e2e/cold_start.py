@@ -1,9 +1,13 @@
 """Cold start on the box, broken down: request arrival → KEDA scales the backend to 1 → pod
-Running → engine ready → first token, p50 over N wakes, through the gateway (the External Push
-activation path) and with the backend scaled by hand (the request sent once it is ready).
+Running → engine ready → its Service endpoint ready → first token, p50 over N wakes, through the
+gateway (the External Push activation path) and with the backend scaled by hand (the request
+sent once the pod is ready). What the gateway adds is the last step: how long after the engine
+was ready its first token arrived, compared with the by-hand path's (the medians of each wake's
+own difference, so the pods' varying start times do not blur it).
 
 Needs root, the box built (`make cluster`), the images (`make images`) and helm
-(`bash hack/build-helm.sh`); brings the box up, and down at the end:
+(`bash hack/build-helm.sh`); takes the box's lock (an e2e run holding it is waited for), brings
+the box up, and down at the end:
 
     .venv/bin/python benchmarks/e2e/cold_start.py --wakes 10
 """
@@ -12,6 +16,7 @@ from __future__ import annotations
 
 import argparse
 import contextlib
+import fcntl
 import statistics
 import sys
 import tempfile
@@ -41,7 +46,9 @@ from support.custom_resources import CustomResources  # noqa: E402
 from urllib3.exceptions import ProtocolError  # noqa: E402
 
 NAMESPACE = "cold-start"
-STEPS = ("scaled to 1", "pod Running", "engine ready", "first token")
+STEPS = ("scaled to 1", "pod Running", "engine ready", "endpoint ready", "first token")
+LOCK = Path(tempfile.gettempdir()) / "noctaya-box.lock"
+"""The box is one per host: the e2e suite and this benchmark take turns on it."""
 
 
 @dataclass
@@ -109,9 +116,41 @@ def observe(api_client: k8s_client.ApiClient, wake: Wake, stop: threading.Event)
         thread.join()
 
 
+def observe_endpoint(api_client: k8s_client.ApiClient, wake: Wake, stop: threading.Event) -> None:
+    """Marks when the backend Service first lists a ready endpoint (what kube-proxy then routes
+    to); a thread of its own, so the by-hand request waits only for the pod, as its client
+    would."""
+    discovery = k8s_client.DiscoveryV1Api(api_client)
+    while not stop.is_set() and "endpoint ready" not in wake.seen:
+        with contextlib.suppress(ProtocolError):
+            stream = watch.Watch()  # type: ignore[no-untyped-call]
+            for event in stream.stream(
+                discovery.list_namespaced_endpoint_slice,
+                NAMESPACE,
+                label_selector=f"kubernetes.io/service-name={SERVICE_NAME}-backend",
+                timeout_seconds=120,
+            ):
+                endpoints = event["object"].endpoints or []
+                if event["type"] != "DELETED" and any(
+                    endpoint.conditions and endpoint.conditions.ready for endpoint in endpoints
+                ):
+                    wake.mark("endpoint ready")
+                if stop.is_set() or "endpoint ready" in wake.seen:
+                    stream.stop()
+
+
+def watching(
+    api_client: k8s_client.ApiClient, wake: Wake, stop: threading.Event
+) -> threading.Thread:
+    thread = threading.Thread(target=observe_endpoint, args=(api_client, wake, stop), daemon=True)
+    thread.start()
+    return thread
+
+
 def wake_through_gateway(api_client: k8s_client.ApiClient) -> Wake:
     wake = Wake(time.monotonic())
     stop = threading.Event()
+    endpoint = watching(api_client, wake, stop)
     watcher = threading.Thread(target=observe, args=(api_client, wake, stop), daemon=True)
     watcher.start()
     for chunk in stream_chat(api_client, NAMESPACE, SERVICE_NAME):
@@ -119,6 +158,7 @@ def wake_through_gateway(api_client: k8s_client.ApiClient) -> Wake:
             wake.seen.setdefault("first token", chunk.at - wake.started)
     stop.set()
     watcher.join()
+    endpoint.join()
     return wake
 
 
@@ -128,6 +168,7 @@ def wake_by_hand(api_client: k8s_client.ApiClient) -> Wake:
     apps = k8s_client.AppsV1Api(api_client)
     wake = Wake(time.monotonic())
     stop = threading.Event()
+    endpoint = watching(api_client, wake, stop)
     watcher = threading.Thread(target=observe, args=(api_client, wake, stop), daemon=True)
     watcher.start()
     apps.patch_namespaced_deployment_scale(SERVICE_NAME, NAMESPACE, {"spec": {"replicas": 1}})
@@ -135,6 +176,8 @@ def wake_by_hand(api_client: k8s_client.ApiClient) -> Wake:
     for chunk in stream_chat(api_client, NAMESPACE, SERVICE_NAME):
         if chunk.line.startswith(b"data: {"):
             wake.seen.setdefault("first token", chunk.at - wake.started)
+    stop.set()
+    endpoint.join()
     apps.patch_namespaced_deployment_scale(SERVICE_NAME, NAMESPACE, {"spec": {"replicas": 0}})
     return wake
 
@@ -156,6 +199,36 @@ def table(title: str, wakes: list[Wake]) -> str:
     return "\n".join(lines)
 
 
+def after_ready(wakes: list[Wake], step: str) -> list[float]:
+    """Each wake's seconds from its engine being ready to `step`."""
+    return [
+        w.seen[step] - w.seen["engine ready"]
+        for w in wakes
+        if {step, "engine ready"} <= w.seen.keys()
+    ]
+
+
+def increments(results: dict[str, list[Wake]]) -> str:
+    """What follows readiness, per wake: where the paths differ by what the gateway does."""
+    lines = ["After the engine was ready (each wake's own difference, seconds)"]
+    lines.append(f"  {'':<20} {'endpoint p50':>12} {'first token p50':>16} {'min':>6} {'max':>6}")
+    for title, wakes in results.items():
+        endpoint, token = after_ready(wakes, "endpoint ready"), after_ready(wakes, "first token")
+        lines.append(
+            f"  {title:<20} {_p50(endpoint):>12} {_p50(token):>16} "
+            f"{min(token, default=float('nan')):6.2f} {max(token, default=float('nan')):6.2f}"
+        )
+    gateway, by_hand = (after_ready(wakes, "first token") for wakes in results.values())
+    if gateway and by_hand:
+        added = statistics.median(gateway) - statistics.median(by_hand)
+        lines.append(f"  first token through the gateway after the by-hand path: {added:+.2f} s")
+    return "\n".join(lines)
+
+
+def _p50(values: list[float]) -> str:
+    return f"{statistics.median(values):.2f}" if values else "-"
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--wakes", type=int, default=10, help="wakes per path (default 10)")
@@ -164,7 +237,14 @@ def main() -> None:
     missing = [str(path) for path in archives if not path.exists()]
     if missing:
         sys.exit(f"image archives missing ({', '.join(missing)}): run `make images` first")
+    with LOCK.open("w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        measure(archives, options.wakes)
+
+
+def measure(archives: list[Path], count: int) -> None:
     box = Cluster()
+    box.down()  # what a killed run left is not part of the box
     try:
         box.up()
         api_client = box.api_client
@@ -188,7 +268,7 @@ def main() -> None:
                 wait_idle(api_client, NAMESPACE)  # KEDA pauses at the replicas it has: zero
                 prepare(api_client)
             wakes = []
-            for _ in range(options.wakes):
+            for _ in range(count):
                 wait_idle(api_client, NAMESPACE)
                 wakes.append(wake(api_client))
                 print(
@@ -197,6 +277,7 @@ def main() -> None:
             results[title] = wakes
         for title, wakes in results.items():
             print(table(title, wakes))
+        print(increments(results))
     finally:
         box.down()
 

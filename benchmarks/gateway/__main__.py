@@ -37,6 +37,7 @@ import urllib.request
 from pathlib import Path
 
 from benchmarks.gateway import procs, revision, side_by_side, streams, wrk
+from benchmarks.gateway.table import print_table
 
 PATH = "/v1/chat/completions"
 PROFILE_CONCURRENCY = 64
@@ -83,12 +84,12 @@ def main() -> int:
     levels = [int(c) for c in args.concurrency.split(",")]
     if args.only != "memory":
         started = side_by_side.run(levels, args.seconds, args.rounds, args.compare)
-        _print_table(
+        print_table(
             "Non-streaming chat completions (wrk, 60-byte body, keep-alive)",
             ("c", "target", "req/s", "p50 ms", "p99 ms", "added p50 ms", "ratio", "errors"),
             side_by_side.throughput_rows(started, levels),
         )
-        _print_table(
+        print_table(
             "Where the tail comes from (gateways under the load above, per round)",
             ("c", "target", "loop lag p50/p99/max ms", "gc runs gen0/1/2", "gc ms", "gc max ms"),
             side_by_side.tail_rows(started, levels),
@@ -96,23 +97,23 @@ def main() -> int:
     if args.only == "throughput":
         return 0
     if args.only == "memory":
-        _print_table(
+        print_table(
             "Gateway memory",
             ("gateway", "state", "RSS MiB", "KiB per stream", "CPU % holding", "errors"),
             _memory(holds, args.compare, args.prompt_bytes),
         )
         return 0
-    _print_table(
+    print_table(
         "Upstream client choice (hypercorn+uvloop proxies, c=64; CPU = proxy process per request)",
         ("proxy", "req/s", "CPU us/req", "p50 ms", "p99 ms", "errors"),
         _client_choice(args.seconds),
     )
-    _print_table(
+    print_table(
         f"Streams ({args.streams} x 20 tokens, 10 ms apart, {args.stream_concurrency} at once)",
         ("path", "TTFT p50 ms", "TTFT p99 ms", "gap mean ms", "gap p99 ms", "errors"),
         _streams(args.streams, args.stream_concurrency),
     )
-    _print_table(
+    print_table(
         "Gateway memory",
         ("gateway", "state", "RSS MiB", "KiB per stream", "CPU % holding", "errors"),
         _memory(holds, args.compare, args.prompt_bytes),
@@ -259,41 +260,23 @@ def _memory_of(
             idle = gateway.rss_mib()
             if count == holds[0]:
                 rows.append((name, "gateway idle", f"{idle:.1f}", "", "", ""))
-            holder = subprocess.Popen(
-                [
-                    sys.executable,
-                    "-m",
-                    "benchmarks.gateway.streams",
-                    "hold",
-                    gateway.url,
-                    str(count),
-                    str(prompt),
-                ],
-                stdin=subprocess.PIPE,
-                stdout=subprocess.PIPE,
-                text=True,
-            )
-            assert holder.stdout is not None
-            assert holder.stdin is not None
-            _, held, _, errors = holder.stdout.readline().split()  # "held <n> errors <e>"
-            pending = _gauge(gateway.url, "noctaya_gateway_pending")
-            time.sleep(2)
-            cpu = gateway.cpu_seconds()
-            time.sleep(HOLD_CPU_SECONDS)
-            busy = (gateway.cpu_seconds() - cpu) / HOLD_CPU_SECONDS
-            rss = gateway.rss_mib()
+            with streams.holding(gateway.url, count, prompt) as (held, errors):
+                pending = _gauge(gateway.url, "noctaya_gateway_pending")
+                time.sleep(2)
+                cpu = gateway.cpu_seconds()
+                time.sleep(HOLD_CPU_SECONDS)
+                busy = (gateway.cpu_seconds() - cpu) / HOLD_CPU_SECONDS
+                rss = gateway.rss_mib()
             rows.append(
                 (
                     name,
                     f"holding {held} cold streams{_prompt_label(prompt)} (pending={pending:.0f})",
                     f"{rss:.1f}",
-                    f"{(rss - idle) * 1024 / max(int(held), 1):.1f}",
+                    f"{(rss - idle) * 1024 / max(held, 1):.1f}",
                     f"{busy:.0%}",
                     errors,
                 )
             )
-            holder.stdin.close()
-            holder.wait(120)
         finally:
             gateway.stop()
     return rows
@@ -341,17 +324,6 @@ def _gauge(url: str, name: str) -> float:
             if line.startswith(name + " "):
                 return float(line.split()[1])
     return float("nan")
-
-
-def _print_table(title: str, headers: tuple[str, ...], rows: list[tuple[object, ...]]) -> None:
-    cells = [list(headers), *[[str(v) for v in row] for row in rows]]
-    widths = [max(len(row[i]) for row in cells) for i in range(len(headers))]
-    print(f"\n{title}")
-    for index, row in enumerate(cells):
-        print("  ".join(cell.rjust(width) for cell, width in zip(row, widths, strict=True)))
-        if index == 0:
-            print("  ".join("-" * width for width in widths))
-    sys.stdout.flush()
 
 
 if __name__ == "__main__":

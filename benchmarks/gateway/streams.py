@@ -11,12 +11,15 @@ neither overflow the gateway's listen backlog nor time out behind each other.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import itertools
 import json
 import resource
 import statistics
+import subprocess
 import sys
 import time
+from collections.abc import Iterator
 
 import aiohttp
 from noctaya.gateway import process
@@ -32,6 +35,26 @@ def raise_open_files_limit() -> None:
     soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
     if soft != hard:
         resource.setrlimit(resource.RLIMIT_NOFILE, (hard, hard))
+
+
+@contextlib.contextmanager
+def holding(url: str, count: int, prompt: int = 0) -> Iterator[tuple[int, int]]:
+    """`count` cold streams held open on the gateway at `url` by a `hold` process while the
+    context lasts: yields (streams held, errors)."""
+    holder = subprocess.Popen(
+        [sys.executable, "-m", "benchmarks.gateway.streams", "hold", url, str(count), str(prompt)],
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+        text=True,
+    )
+    assert holder.stdout is not None
+    assert holder.stdin is not None
+    try:
+        _, held, _, errors = holder.stdout.readline().split()  # "held <n> errors <e>"
+        yield int(held), int(errors)
+    finally:
+        holder.stdin.close()
+        holder.wait(120)
 
 
 async def _one(session: aiohttp.ClientSession, url: str) -> tuple[float, list[float]]:

@@ -19,6 +19,7 @@ from typing import Any
 import aiohttp
 from noctaya.gateway.engine_stub import EngineStub, StubSettings
 from noctaya.gateway.engine_stub.http11 import Exchange, Request, serve
+from noctaya.gateway.exposition import Registry
 from noctaya.gateway.server import GatewayServer
 
 BIN = Path(sys.executable).parent
@@ -51,6 +52,11 @@ def metric(text: str, name: str, labels: Mapping[str, str] | None = None) -> flo
     pattern = re.compile(rf"^{re.escape(name + label_text)} (\S+)$", re.MULTILINE)
     match = pattern.search(text)
     return float(match.group(1)) if match else None
+
+
+def sample(registry: Registry, name: str, labels: Mapping[str, str] | None = None) -> float | None:
+    """The value of one series in what `registry` serves, or None when it is absent."""
+    return metric(registry.render().decode(), name, labels)
 
 
 @dataclass

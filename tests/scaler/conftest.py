@@ -9,11 +9,12 @@ from collections.abc import AsyncIterator, Awaitable, Callable
 from pathlib import Path
 
 import pytest
+from gateway.support import sample
 from noctaya.gateway.aggregator.config import load_config
 from noctaya.gateway.aggregator.server import AggregatorServer
 from noctaya.gateway.demand_feed import DemandFeed
+from noctaya.gateway.exposition import Gauge, Registry
 from noctaya.gateway.scaler.server import ScalerServer, start_scaler
-from prometheus_client import CollectorRegistry, Gauge
 
 from .keda import Keda
 
@@ -23,17 +24,17 @@ TOKEN = "t" * 43
 class Scaler:
     """A started scaler over a DemandFeed that the test publishes to."""
 
-    def __init__(self, server: ScalerServer, feed: DemandFeed, registry: CollectorRegistry) -> None:
+    def __init__(self, server: ScalerServer, feed: DemandFeed, registry: Registry) -> None:
         self.server = server
         self.feed = feed
         self.registry = registry
 
     def streams(self) -> float | None:
-        return self.registry.get_sample_value("noctaya_gateway_scaler_streams")
+        return sample(self.registry, "noctaya_gateway_scaler_streams")
 
 
-def streams_gauge() -> tuple[Gauge, CollectorRegistry]:
-    registry = CollectorRegistry()
+def streams_gauge() -> tuple[Gauge, Registry]:
+    registry = Registry()
     gauge = Gauge("noctaya_gateway_scaler_streams", "KEDA streams", registry=registry)
     return gauge, registry
 

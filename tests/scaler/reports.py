@@ -8,6 +8,7 @@ from pathlib import Path
 from typing import Any
 
 import aiohttp
+from gateway.support import sample
 from noctaya.gateway.aggregator.server import AggregatorServer
 
 from .conftest import TOKEN
@@ -58,7 +59,7 @@ def snapshot(aggregator: AggregatorServer) -> tuple[object, ...]:
     """Everything a report can change: the total, the members, and the report counters."""
     registry = aggregator.metrics.registry
     counts = tuple(
-        registry.get_sample_value("noctaya_scaler_demand_reports_total", {"result": result})
+        sample(registry, "noctaya_scaler_demand_reports_total", {"result": result})
         for result in ("accepted", "stale", "capacity")
     )
     return aggregator.aggregate.current(), aggregator.aggregate.members(), counts

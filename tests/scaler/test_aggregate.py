@@ -10,7 +10,7 @@ from collections.abc import AsyncIterator
 
 import aiohttp
 import pytest
-from gateway.support import eventually
+from gateway.support import eventually, sample
 from noctaya.gateway.aggregator.aggregate import MEMBER_TTL_SECONDS, SWEEP_PERIOD_SECONDS
 from noctaya.gateway.aggregator.server import AggregatorServer
 
@@ -82,9 +82,9 @@ async def test_a_gateway_that_stops_reporting_disappears_after_the_member_lifeti
     assert await stream.next() is False  # pushed by the sweep: nobody polled
     assert loop.time() - reported >= TTL
     registry = aggregator.metrics.registry
-    assert registry.get_sample_value("noctaya_scaler_expired_members_total") == 1
-    assert registry.get_sample_value("noctaya_scaler_gateway_members") == 0
-    assert registry.get_sample_value("noctaya_scaler_demand") == 0
+    assert sample(registry, "noctaya_scaler_expired_members_total") == 1
+    assert sample(registry, "noctaya_scaler_gateway_members") == 0
+    assert sample(registry, "noctaya_scaler_demand") == 0
     stream.cancel()
     await keda.close()
 

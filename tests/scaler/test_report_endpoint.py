@@ -11,7 +11,7 @@ from pathlib import Path
 
 import aiohttp
 import pytest
-from gateway.support import eventually
+from gateway.support import eventually, sample
 from noctaya.gateway.aggregator.server import AggregatorServer
 
 from .conftest import TOKEN, AggregatorFactory
@@ -46,12 +46,9 @@ async def test_accepted_report_is_204_and_counts_toward_the_total(
     assert (reply.status, reply.body) == (204, "")
     assert aggregator.aggregate.current() == 2
     registry = aggregator.metrics.registry
-    assert registry.get_sample_value("noctaya_scaler_demand") == 2
-    assert registry.get_sample_value("noctaya_scaler_gateway_members") == 1
-    sample = registry.get_sample_value(
-        "noctaya_scaler_demand_reports_total", {"result": "accepted"}
-    )
-    assert sample == 1
+    assert sample(registry, "noctaya_scaler_demand") == 2
+    assert sample(registry, "noctaya_scaler_gateway_members") == 1
+    assert sample(registry, "noctaya_scaler_demand_reports_total", {"result": "accepted"}) == 1
 
 
 @pytest.mark.parametrize("method", ["GET", "PUT", "DELETE"])
@@ -243,9 +240,7 @@ async def test_stale_sequence_is_ignored_with_204(
         assert (reply.status, reply.body) == (204, "")
     assert aggregator.aggregate.current() == before == 2
     registry = aggregator.metrics.registry
-    assert (
-        registry.get_sample_value("noctaya_scaler_demand_reports_total", {"result": "stale"}) == 3
-    )
+    assert sample(registry, "noctaya_scaler_demand_reports_total", {"result": "stale"}) == 3
 
 
 async def test_new_member_beyond_capacity_gets_429_and_known_members_still_report(
@@ -258,10 +253,7 @@ async def test_new_member_beyond_capacity_gets_429_and_known_members_still_repor
     assert (reply.status, reply.body) == (429, "gateway member capacity reached\n")
     assert aggregator.aggregate.current() == 3
     registry = aggregator.metrics.registry
-    assert (
-        registry.get_sample_value("noctaya_scaler_demand_reports_total", {"result": "capacity"})
-        == 1
-    )
+    assert sample(registry, "noctaya_scaler_demand_reports_total", {"result": "capacity"}) == 1
     assert snapshot(aggregator)[:2] == before[:2]
     assert (await reporter.post(report("gw/a", 2, 2))).status == 204
     assert aggregator.aggregate.current() == 4

@@ -13,11 +13,11 @@ from collections.abc import AsyncIterator
 from pathlib import Path
 
 import pytest
-from gateway.support import eventually
+from gateway.support import eventually, sample
 from noctaya.gateway.aggregator.http_server import HTTPServer, Request, Response
 from noctaya.gateway.demand_feed import DemandFeed
+from noctaya.gateway.exposition import Counter, Registry
 from noctaya.gateway.reporter import DemandReporter
-from prometheus_client import CollectorRegistry, Counter
 
 from .conftest import TOKEN, AggregatorFactory
 from .keda import Keda
@@ -54,14 +54,14 @@ async def recorder() -> AsyncIterator[tuple[Recorder, str]]:
     await server.shutdown(0)
 
 
-def counter() -> tuple[Counter, CollectorRegistry]:
-    registry = CollectorRegistry()
+def counter() -> tuple[Counter, Registry]:
+    registry = Registry()
     reports = Counter("noctaya_gateway_demand_reports", "reports", ["result"], registry=registry)
     return reports, registry
 
 
-def count(registry: CollectorRegistry, result: str) -> float:
-    value = registry.get_sample_value("noctaya_gateway_demand_reports_total", {"result": result})
+def count(registry: Registry, result: str) -> float:
+    value = sample(registry, "noctaya_gateway_demand_reports_total", {"result": result})
     return value or 0.0
 
 

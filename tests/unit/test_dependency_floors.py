@@ -9,7 +9,8 @@ from __future__ import annotations
 import tomllib
 from pathlib import Path
 
-from noctaya.gateway.hypercorn_version import TESTED_RANGE
+import pytest
+from noctaya.gateway.tested_versions import TESTED_LINES, requirement_for
 from packaging.requirements import Requirement
 from packaging.specifiers import SpecifierSet
 
@@ -39,16 +40,19 @@ def test_kubernetes_floor_is_36_whose_watch_stop_shuts_the_socket_informers_need
     assert allowed.contains("36.0.0")
 
 
-def test_hypercorn_is_the_018_line_the_gateway_protocol_patches_are_tested_with() -> None:
-    """The gateway subclasses private hypercorn methods (HTTP/2 and HTTP/1.1 protocol patches),
-    which may change in any release: the declared range is exactly the tested line, the one the
-    gateway checks at start-up."""
-    allowed = declared("noctaya-gateway", "hypercorn")
+@pytest.mark.parametrize("library", sorted(TESTED_LINES))
+def test_hypercorn_h2_and_h11_are_the_lines_the_server_patches_are_tested_with(
+    library: str,
+) -> None:
+    """The gateway subclasses private methods of hypercorn, h2 and h11 (its server patches),
+    which may change in any release: each declared range is exactly the tested line, the one
+    the gateway checks at start-up."""
+    allowed = declared("noctaya-gateway", library)
 
-    assert allowed == Requirement(TESTED_RANGE).specifier
-    assert [allowed.contains(v) for v in ("0.17.3", "0.18.0", "0.18.9", "0.19.0")] == [
-        False,
-        True,
-        True,
-        False,
-    ]
+    assert allowed == Requirement(requirement_for(library)).specifier
+    major, minor = TESTED_LINES[library]
+    assert [
+        allowed.contains(v)
+        for v in (f"{major}.{minor - 1}.9", f"{major}.{minor}.0", f"{major}.{minor}.9")
+    ] == [False, True, True]
+    assert not allowed.contains(f"{major}.{minor + 1}.0")

@@ -10,11 +10,10 @@ import enum
 import re
 from collections.abc import Mapping
 from dataclasses import dataclass
-from decimal import Decimal
 from urllib.parse import urlsplit
 
 from noctaya.core.plan import gateway_env as names
-from noctaya.core.values import Duration, Quantity
+from noctaya.core.values import Duration
 from noctaya.core.values.go_text import go_positive_int, go_quote
 from noctaya.core.values.listen_address import parse_listen_address
 from noctaya.gateway.describe import describe_error
@@ -358,6 +357,10 @@ def _byte_size(text: str | None) -> int:
     """A byte count as a Kubernetes quantity (`8Mi`, `10000000`); strict, since it is ours."""
     if not text:
         return DEFAULT_MAX_REQUEST_BODY
+    from decimal import Decimal  # (0.4 MiB) loaded only when the variable is set
+
+    from noctaya.core.values.quantity import Quantity
+
     error = ConfigError(
         f'{names.MAX_REQUEST_BODY} must be a positive whole number of bytes such as "8Mi", '
         f'got "{text}"'

@@ -28,7 +28,6 @@ from hypercorn.asyncio.task_group import TaskGroup
 from hypercorn.asyncio.tcp_server import MAX_RECV, TCPServer
 from hypercorn.asyncio.worker_context import WorkerContext
 from hypercorn.events import Closed, RawData
-from noctaya.gateway.hypercorn_version import require_tested_hypercorn
 from noctaya.gateway.slim_connections import slim_writer
 
 _init = TCPServer.__init__
@@ -160,7 +159,6 @@ async def _read_data(self: TCPServer) -> None:
 
 
 def install() -> None:
-    """Idempotent; raises UntestedHypercorn, changing nothing, on an untested hypercorn."""
-    require_tested_hypercorn()
+    """Idempotent."""
     TCPServer.__init__ = _init_connection  # type: ignore[method-assign]
     TCPServer._read_data = _read_data  # type: ignore[method-assign]

@@ -9,8 +9,8 @@ from collections.abc import Mapping
 
 from noctaya.gateway import gc_tuning, process
 from noctaya.gateway.config import ConfigError, GatewayConfig, load_config
-from noctaya.gateway.hypercorn_version import UntestedHypercorn
 from noctaya.gateway.server import GatewayServer
+from noctaya.gateway.tested_versions import UntestedServerLibrary
 
 log = logging.getLogger("noctaya.gateway")
 
@@ -29,7 +29,7 @@ async def serve_until_signalled(config: GatewayConfig, environ: Mapping[str, str
     server = GatewayServer(config, environ)
     try:
         await server.start()
-    except (ValueError, OSError, UntestedHypercorn) as error:
+    except (ValueError, OSError, UntestedServerLibrary) as error:
         log.critical("%s", error)
         return 1
     gc_tuning.settle_after_startup()

@@ -18,7 +18,6 @@ from typing import Any
 import hypercorn.protocol
 from hypercorn.events import Closed, Event, RawData
 from noctaya.gateway.framing_refusals import FramingRefusalsH11Protocol
-from noctaya.gateway.hypercorn_version import require_tested_hypercorn
 
 HEAD_TIMEOUT = 10.0
 """Seconds from a request head's first byte to its end."""
@@ -54,7 +53,5 @@ class GatewayH11Protocol(FramingRefusalsH11Protocol):
 
 
 def install() -> None:
-    """Serve HTTP/1.1 with `GatewayH11Protocol`. Idempotent; raises UntestedHypercorn, changing
-    nothing, on an untested hypercorn."""
-    require_tested_hypercorn()
+    """Serve HTTP/1.1 with `GatewayH11Protocol`."""
     hypercorn.protocol.H11Protocol = GatewayH11Protocol  # type: ignore[attr-defined]

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import ipaddress
 import os
 import socket
 from collections.abc import Awaitable, Callable
@@ -23,12 +24,7 @@ def listen_socket(listen_addr: str) -> socket.socket:
     family = socket.AF_INET6 if dualstack else socket.AF_INET
     address: tuple[str, int] = ("", port) if dualstack else ("0.0.0.0", port)
     if host:
-        try:
-            family, *_, sockaddr = socket.getaddrinfo(host, port, type=socket.SOCK_STREAM)[0]
-        except socket.gaierror as error:
-            reason = "no such host" if error.errno == socket.EAI_NONAME else str(error.strerror)
-            raise OSError(f"listen tcp: lookup {host}: {reason.lower()}") from None
-        address = (str(sockaddr[0]), port)
+        family, address = _resolved(host, port)
     try:
         sock = socket.create_server(address, family=family, dualstack_ipv6=dualstack, backlog=4096)
     except OSError as error:
@@ -38,6 +34,23 @@ def listen_socket(listen_addr: str) -> socket.socket:
         raise OSError(f"listen tcp {listen_addr}: bind: {reason}") from None
     sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
     return sock
+
+
+def _resolved(host: str, port: int) -> tuple[socket.AddressFamily, tuple[str, int]]:
+    """An IP literal as it is (asking the resolver would load the IDNA codec, 0.4 MiB, to
+    encode it), a name as the resolver gives it."""
+    try:
+        literal = ipaddress.ip_address(host)
+    except ValueError:
+        pass
+    else:
+        return (socket.AF_INET6 if literal.version == 6 else socket.AF_INET), (host, port)
+    try:
+        family, *_, sockaddr = socket.getaddrinfo(host, port, type=socket.SOCK_STREAM)[0]
+    except socket.gaierror as error:
+        reason = "no such host" if error.errno == socket.EAI_NONAME else str(error.strerror)
+        raise OSError(f"listen tcp: lookup {host}: {reason.lower()}") from None
+    return family, (str(sockaddr[0]), port)
 
 
 def serve_on(

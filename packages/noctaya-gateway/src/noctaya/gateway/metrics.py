@@ -5,19 +5,17 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
-from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, generate_latest
-from prometheus_client.exposition import CONTENT_TYPE_PLAIN_0_0_4
+from noctaya.gateway.exposition import CONTENT_TYPE, Counter, Gauge, Histogram, Registry
 
 ACTIVATION_WAIT_BUCKETS = (0.01, 0.1, 1, 5, 15, 30, 60, 120, 300)
-CONTENT_TYPE = CONTENT_TYPE_PLAIN_0_0_4
-"""The classic text format, which every Prometheus version scrapes (what the Go client sends)."""
+__all__ = ["CONTENT_TYPE", "GatewayMetrics"]
 
 
 class GatewayMetrics:
     """One gateway's series. The scaler code is handed `scaler_streams` and `demand_reports`."""
 
     def __init__(self) -> None:
-        self.registry = CollectorRegistry(auto_describe=True)
+        self.registry = Registry()
         r = self.registry
         self.pending = Gauge(
             "noctaya_gateway_pending", "Admitted requests waiting or in flight.", registry=r
@@ -79,4 +77,4 @@ class GatewayMetrics:
             if count:
                 self.requests.labels(code=str(status)).inc(count)
                 self._uncounted[status] = 0
-        return generate_latest(self.registry)
+        return self.registry.render()

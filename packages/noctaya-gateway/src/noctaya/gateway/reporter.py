@@ -25,6 +25,7 @@ from noctaya.core.plan import gateway_env as names
 from noctaya.gateway.aggregator.protocol import DemandReport, bearer, read_demand_token
 from noctaya.gateway.config import is_absolute_http_url
 from noctaya.gateway.describe import describe_error
+from noctaya.gateway.exposition import Counter
 from noctaya.gateway.scaler.service import DemandSource
 from noctaya.gateway.upstream import (
     ProtocolError,
@@ -32,7 +33,6 @@ from noctaya.gateway.upstream import (
     UpstreamPool,
     UpstreamTimeout,
 )
-from prometheus_client import Counter
 
 HEARTBEAT_SECONDS = 2.0
 SEND_TIMEOUT_SECONDS = 1.0

@@ -19,7 +19,6 @@ from hypercorn.asyncio.tcp_server import TCPServer
 from hypercorn.events import Closed, Event, RawData
 from hypercorn.protocol.h11 import H11Protocol
 from hypercorn.typing import H11SendableEvent
-from noctaya.gateway.hypercorn_version import require_tested_hypercorn
 
 _protocol_send = TCPServer.protocol_send
 
@@ -83,7 +82,5 @@ async def _send_unless_buffered(self: TCPServer, event: Event) -> None:
 
 def install() -> None:
     """Writes without a drain when none is needed (`HeadWithBodyH11Protocol` is the base of the
-    gateway's HTTP/1.1 protocol). Idempotent; raises UntestedHypercorn, changing nothing, on an
-    untested hypercorn."""
-    require_tested_hypercorn()
+    gateway's HTTP/1.1 protocol). Idempotent."""
     TCPServer.protocol_send = _send_unless_buffered  # type: ignore[method-assign]

@@ -1,5 +1,7 @@
-"""The gateway's changes to hypercorn, installed together by every server the package runs (the
-gateway's HTTP, the ExternalScaler's gRPC)."""
+"""The gateway's changes to hypercorn, h2, h11 and asyncio, installed together by every server the
+package runs (the gateway's HTTP, the ExternalScaler's gRPC, the aggregator). Each module says
+what its change does and why; `server_patches.md` beside them is the ledger: each change, the
+defect or cost it addresses, its upstream status and its measured gain."""
 
 from __future__ import annotations
 
@@ -12,6 +14,7 @@ from noctaya.gateway import (
     slim_connections,
     tcp_close,
 )
+from noctaya.gateway.tested_versions import require_tested_versions
 
 SERVER_PATCHES = (
     http2.install,
@@ -22,11 +25,11 @@ SERVER_PATCHES = (
     slim_connections.install,
     head_timeout.install,
 )
-"""The gateway's changes to hypercorn (each module says what and why)."""
 
 
 def install_server_patches() -> None:
-    """Idempotent; raises UntestedHypercorn, changing nothing, on an untested hypercorn (each
-    patch checks before it changes anything)."""
+    """Idempotent; raises UntestedServerLibrary, changing nothing, unless hypercorn, h2 and h11
+    are the releases the patches were tested with."""
+    require_tested_versions()
     for install in SERVER_PATCHES:
         install()

@@ -13,7 +13,6 @@ import collections
 import contextlib
 
 from hypercorn.asyncio.worker_context import WorkerContext
-from noctaya.gateway.hypercorn_version import require_tested_hypercorn
 
 
 class SlimEvent:
@@ -62,6 +61,5 @@ def slim_writer(writer: asyncio.StreamWriter) -> None:
 
 
 def install() -> None:
-    """Idempotent; raises UntestedHypercorn, changing nothing, on an untested hypercorn."""
-    require_tested_hypercorn()
+    """Idempotent."""
     WorkerContext.event_class = SlimEvent

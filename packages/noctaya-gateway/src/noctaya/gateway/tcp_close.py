@@ -14,7 +14,6 @@ import socket
 import struct
 
 from hypercorn.asyncio.tcp_server import TCPServer
-from noctaya.gateway.hypercorn_version import require_tested_hypercorn
 
 FLUSH_BUDGET = 10.0
 """Seconds a closing connection may take to hand the client what it still has to send."""
@@ -35,6 +34,5 @@ async def _close(self: TCPServer) -> None:
 
 
 def install() -> None:
-    """Idempotent; raises UntestedHypercorn, changing nothing, on an untested hypercorn."""
-    require_tested_hypercorn()
+    """Idempotent."""
     TCPServer._close = _close  # type: ignore[method-assign]

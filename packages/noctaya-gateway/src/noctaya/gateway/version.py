@@ -2,11 +2,8 @@
 
 from __future__ import annotations
 
-from importlib.metadata import PackageNotFoundError, version
+from noctaya.gateway.tested_versions import installed_version
 
 
 def gateway_version() -> str:
-    try:
-        return version("noctaya-gateway")
-    except PackageNotFoundError:
-        return "dev"
+    return installed_version("noctaya-gateway") or "dev"

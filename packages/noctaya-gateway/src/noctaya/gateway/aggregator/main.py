@@ -11,6 +11,7 @@ from noctaya.gateway import process
 from noctaya.gateway.addresses import with_port
 from noctaya.gateway.aggregator.config import load_config
 from noctaya.gateway.aggregator.server import AggregatorServer
+from noctaya.gateway.tested_versions import UntestedServerLibrary
 from noctaya.gateway.version import gateway_version
 
 SHUTDOWN_TIMEOUT_SECONDS = 20.0
@@ -32,7 +33,7 @@ def run(environ: Mapping[str, str]) -> int:
 async def _serve(server: AggregatorServer) -> int:
     try:
         await server.start()
-    except (OSError, ValueError) as exc:
+    except (OSError, ValueError, UntestedServerLibrary) as exc:
         _log.critical("%s", exc)
         return 1
     config = server.config

@@ -4,12 +4,12 @@ Served in the gateway's exposition format (`noctaya.gateway.metrics.CONTENT_TYPE
 
 from __future__ import annotations
 
-from prometheus_client import CollectorRegistry, Counter, Gauge, generate_latest
+from noctaya.gateway.exposition import Counter, Gauge, Registry
 
 
 class AggregatorMetrics:
     def __init__(self) -> None:
-        self.registry = CollectorRegistry(auto_describe=True)
+        self.registry = Registry()
         self.demand = Gauge(
             "noctaya_scaler_demand",
             "Aggregate demand of all unexpired gateways, as served to KEDA.",
@@ -38,4 +38,4 @@ class AggregatorMetrics:
         )
 
     def exposition(self) -> bytes:
-        return generate_latest(self.registry)
+        return self.registry.render()

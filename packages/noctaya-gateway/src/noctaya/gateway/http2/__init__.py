@@ -7,12 +7,9 @@ import hypercorn.protocol
 import hypercorn.protocol.h2
 from noctaya.gateway.http2.flow import BoundedStreamBuffer
 from noctaya.gateway.http2.protocol import GatewayH2Protocol
-from noctaya.gateway.hypercorn_version import require_tested_hypercorn
 
 
 def install() -> None:
-    """Serve HTTP/2 (prior knowledge and h2c upgrades alike) with `GatewayH2Protocol`.
-    Idempotent; raises UntestedHypercorn, changing nothing, on an untested hypercorn."""
-    require_tested_hypercorn()
+    """Serve HTTP/2 (prior knowledge and h2c upgrades alike) with `GatewayH2Protocol`."""
     hypercorn.protocol.H2Protocol = GatewayH2Protocol  # type: ignore[attr-defined]
     hypercorn.protocol.h2.StreamBuffer = BoundedStreamBuffer  # type: ignore[misc]

@@ -20,13 +20,13 @@ import socket
 import ssl
 
 from hypercorn.config import Config
+from noctaya.gateway.exposition import Gauge
 from noctaya.gateway.listen_socket import listen_socket, serve_on
 from noctaya.gateway.process import quiet_cancelled_callbacks
 from noctaya.gateway.scaler.grpc_app import ScalerApp
 from noctaya.gateway.scaler.service import DemandSource, ExternalScalerService
 from noctaya.gateway.scaler.tls import ScalerTLS
 from noctaya.gateway.server_patches import install_server_patches
-from prometheus_client import Gauge
 
 MAX_STREAMS_PER_CONNECTION = 128
 IDLE_CONNECTION_SECONDS = 600.0

@@ -18,6 +18,7 @@ from collections.abc import AsyncIterator
 from typing import Protocol
 
 from noctaya.gateway.demand_feed import Subscription
+from noctaya.gateway.exposition import Gauge
 from noctaya.gateway.scaler.messages import (
     GetMetricsRequest,
     ScaledObjectRef,
@@ -26,7 +27,6 @@ from noctaya.gateway.scaler.messages import (
     is_active_response,
 )
 from noctaya.gateway.scaler.metadata import METRIC_NAME, check_metrics_request, target_value
-from prometheus_client import Gauge
 
 MAX_ACTIVE_STREAMS = 256
 

@@ -1,9 +1,9 @@
-"""The metrics page, written from the Prometheus registries the processes serve.
+"""The metrics page, written from the registries the processes serve.
 
 The operator, the gateway and the aggregator each keep a private registry; what `/metrics`
 serves is exactly what those registries collect, so the page is generated from them. The
 noctaya.k8s package may not import the gateway, so the caller (`hack/gen-metrics-docs.py`)
-hands each process's registry in.
+hands each process's families in (`prometheus_families` reads the operator's).
 """
 
 from __future__ import annotations
@@ -23,36 +23,56 @@ _SUFFIXES = {
 
 
 @dataclass(frozen=True)
+class Family:
+    """One metric as the page lists it (by `name`, without a counter's `_total`): the series it
+    is served as, its type, its label names (declared, whether or not a labelled series exists
+    yet) and its help text."""
+
+    name: str
+    series: tuple[str, ...]
+    kind: str
+    labels: tuple[str, ...]
+    documentation: str
+
+
+@dataclass(frozen=True)
 class MetricSource:
-    """One process's series: its name, its registry, and the object holding its metrics."""
+    """One process's metrics, under its name."""
 
     process: str
-    registry: CollectorRegistry
-    holder: object
+    families: Sequence[Family]
 
 
 def metrics_page(intro: str, sources: Sequence[MetricSource]) -> str:
     text = intro
     for source in sources:
-        text += f"\n## {source.process}\n\n" + table(
-            ("Series", "Type", "Labels", "Meaning"), _rows(source)
+        rows = (
+            (
+                "<br>".join(code(name) for name in family.series),
+                family.kind,
+                ", ".join(code(name) for name in family.labels),
+                cell(family.documentation),
+            )
+            for family in sorted(source.families, key=lambda family: family.name)
         )
+        text += f"\n## {source.process}\n\n" + table(("Series", "Type", "Labels", "Meaning"), rows)
     return text
 
 
-def _rows(source: MetricSource) -> Iterable[tuple[str, str, str, str]]:
-    labels = _label_names(source.holder)
-    for family in sorted(source.registry.collect(), key=lambda family: family.name):
+def prometheus_families(registry: CollectorRegistry, holder: object) -> list[Family]:
+    """The families a prometheus_client registry collects; `holder` is the object holding its
+    metrics, which knows their declared label names."""
+    labels = _label_names(holder)
+    families = []
+    for family in registry.collect():
         series = list(dict.fromkeys(sample.name for sample in family.samples)) or [
             family.name + suffix for suffix in _SUFFIXES.get(family.type, ("",))
         ]
-        label_names = labels.get(family.name, _sample_labels(family.samples))
-        yield (
-            "<br>".join(code(name) for name in series),
-            family.type,
-            ", ".join(code(name) for name in label_names),
-            cell(family.documentation),
+        names = labels.get(family.name, _sample_labels(family.samples))
+        families.append(
+            Family(family.name, tuple(series), family.type, names, family.documentation)
         )
+    return families
 
 
 def _label_names(holder: object) -> dict[str, tuple[str, ...]]:
