@@ -1,9 +1,11 @@
 """Cold start on the box, broken down: request arrival → KEDA scales the backend to 1 → pod
-Running → engine ready → its Service endpoint ready → first token, p50 over N wakes, through the
-gateway (the External Push activation path) and with the backend scaled by hand (the request
-sent once the pod is ready). What the gateway adds is the last step: how long after the engine
-was ready its first token arrived, compared with the by-hand path's (the medians of each wake's
-own difference, so the pods' varying start times do not blur it).
+Running → engine ready → its Service endpoint ready → the Service routes to it (a connection
+from the node to its cluster IP succeeds, once kube-proxy has rewritten the rules) → first
+token, p50 over N wakes, through the gateway (the External Push activation path) and with the
+backend scaled by hand (the request sent once the pod is ready). What the gateway adds is the
+last step: how long after the engine was ready its first token arrived, compared with the
+by-hand path's (the medians of each wake's own difference, so the pods' varying start times do
+not blur it).
 
 Needs root, the box built (`make cluster`), the images (`make images`) and helm
 (`bash hack/build-helm.sh`); takes the box's lock (an e2e run holding it is waited for), brings
@@ -16,7 +18,9 @@ from __future__ import annotations
 
 import argparse
 import contextlib
+import ctypes
 import fcntl
+import socket
 import statistics
 import sys
 import tempfile
@@ -42,11 +46,15 @@ from images.conftest import IMAGES, archive  # noqa: E402
 from kubernetes import client as k8s_client  # noqa: E402
 from kubernetes import watch  # noqa: E402
 from support.cluster import Cluster  # noqa: E402
+from support.cluster.host import netns_path  # noqa: E402
 from support.custom_resources import CustomResources  # noqa: E402
 from urllib3.exceptions import ProtocolError  # noqa: E402
 
 NAMESPACE = "cold-start"
-STEPS = ("scaled to 1", "pod Running", "engine ready", "endpoint ready", "first token")
+STEPS = ("scaled to 1", "pod Running", "engine ready", "endpoint ready", "routed", "first token")
+ROUTE_PROBE_SECONDS = 0.02
+"""How often the node tries a connection to the backend's cluster IP (each waits 0.1 s)."""
+CLONE_NEWNET = 0x40000000
 LOCK = Path(tempfile.gettempdir()) / "noctaya-box.lock"
 """The box is one per host: the e2e suite and this benchmark take turns on it."""
 
@@ -118,8 +126,7 @@ def observe(api_client: k8s_client.ApiClient, wake: Wake, stop: threading.Event)
 
 def observe_endpoint(api_client: k8s_client.ApiClient, wake: Wake, stop: threading.Event) -> None:
     """Marks when the backend Service first lists a ready endpoint (what kube-proxy then routes
-    to); a thread of its own, so the by-hand request waits only for the pod, as its client
-    would."""
+    to)."""
     discovery = k8s_client.DiscoveryV1Api(api_client)
     while not stop.is_set() and "endpoint ready" not in wake.seen:
         with contextlib.suppress(ProtocolError):
@@ -139,12 +146,46 @@ def observe_endpoint(api_client: k8s_client.ApiClient, wake: Wake, stop: threadi
                     stream.stop()
 
 
+def observe_route(cluster_ip: str, wake: Wake, stop: threading.Event) -> None:
+    """Marks when a connection from the node (this thread joins the box's network namespace)
+    to the backend's cluster IP first succeeds: kube-proxy routes the Service to the pod."""
+    libc = ctypes.CDLL(None, use_errno=True)
+    with open(netns_path()) as namespace:
+        if libc.setns(namespace.fileno(), CLONE_NEWNET) != 0:
+            raise OSError(ctypes.get_errno(), "setns into the box's network namespace")
+    while not stop.is_set() and "routed" not in wake.seen:
+        try:
+            socket.create_connection((cluster_ip, 80), timeout=0.1).close()
+        except OSError:
+            time.sleep(ROUTE_PROBE_SECONDS)
+        else:
+            wake.mark("routed")
+
+
 def watching(
     api_client: k8s_client.ApiClient, wake: Wake, stop: threading.Event
 ) -> threading.Thread:
-    thread = threading.Thread(target=observe_endpoint, args=(api_client, wake, stop), daemon=True)
-    thread.start()
-    return thread
+    """The endpoint and route steps, each in a thread of its own, so that the by-hand request
+    waits only for the pod, as its client would; the returned thread ends with both."""
+    service = k8s_client.CoreV1Api(api_client).read_namespaced_service(
+        f"{SERVICE_NAME}-backend", NAMESPACE
+    )
+    threads = [
+        threading.Thread(target=observe_endpoint, args=(api_client, wake, stop), daemon=True),
+        threading.Thread(
+            target=observe_route, args=(service.spec.cluster_ip, wake, stop), daemon=True
+        ),
+    ]
+    for thread in threads:
+        thread.start()
+
+    def join() -> None:
+        for thread in threads:
+            thread.join()
+
+    joiner = threading.Thread(target=join, daemon=True)
+    joiner.start()
+    return joiner
 
 
 def wake_through_gateway(api_client: k8s_client.ApiClient) -> Wake:
@@ -211,11 +252,15 @@ def after_ready(wakes: list[Wake], step: str) -> list[float]:
 def increments(results: dict[str, list[Wake]]) -> str:
     """What follows readiness, per wake: where the paths differ by what the gateway does."""
     lines = ["After the engine was ready (each wake's own difference, seconds)"]
-    lines.append(f"  {'':<20} {'endpoint p50':>12} {'first token p50':>16} {'min':>6} {'max':>6}")
+    lines.append(
+        f"  {'':<20} {'endpoint p50':>12} {'routed p50':>10} {'first token p50':>16} "
+        f"{'min':>6} {'max':>6}"
+    )
     for title, wakes in results.items():
-        endpoint, token = after_ready(wakes, "endpoint ready"), after_ready(wakes, "first token")
+        endpoint, routed = after_ready(wakes, "endpoint ready"), after_ready(wakes, "routed")
+        token = after_ready(wakes, "first token")
         lines.append(
-            f"  {title:<20} {_p50(endpoint):>12} {_p50(token):>16} "
+            f"  {title:<20} {_p50(endpoint):>12} {_p50(routed):>10} {_p50(token):>16} "
             f"{min(token, default=float('nan')):6.2f} {max(token, default=float('nan')):6.2f}"
         )
     gateway, by_hand = (after_ready(wakes, "first token") for wakes in results.values())

@@ -1,140 +1,131 @@
-"""Which HTTP server should carry the aggregator's demand reports? Measure, don't guess.
+"""The aggregator's report endpoint, measured on real `--mode=aggregator` processes: accepted
+demand reports per second and their latency on keep-alive connections, and the process's idle
+RSS. `--compare REV` measures another revision's aggregator in turn with this tree's (`--rounds`
+alternates them), so one run prints before and after.
 
-Serves the same AggregatorRoutes (token check, JSON decode, member table) through (a) the lean
-h11 server the aggregator uses and (b) hypercorn via a thin ASGI adapter, each in its own process
-on uvloop, and drives them with keep-alive clients posting accepted reports.
+    .venv/bin/python benchmarks/scaler/aggregator_http.py [--seconds 5] [--rounds 3]
+        [--compare REV]
 
-    .venv/bin/python benchmarks/scaler/aggregator_http.py [--seconds 5]
+Each gateway reports on every change of its demand and every 2 s: a fleet at the aggregator's
+default member cap (1,024 gateways) sends about 512 reports per second at rest.
 """
 
 from __future__ import annotations
 
 import argparse
 import asyncio
+import contextlib
 import json
-import multiprocessing
 import os
+import statistics
 import sys
-import tempfile
 import time
-from typing import Any
+from dataclasses import dataclass, field
+from pathlib import Path
 
 sys.path.insert(0, os.path.dirname(__file__))
+sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
 
+import procs
 from loadgen import percentile, print_table, run_load
 
-TOKEN = "b" * 43
+from benchmarks.gateway import revision
+
+SETTLE_SECONDS = 1.0
 
 
-def _serve(kind: str, token_file: str, ready: Any) -> None:
-    import uvloop
-    from noctaya.gateway.aggregator.aggregate import Aggregate
-    from noctaya.gateway.aggregator.http_server import HTTPServer
-    from noctaya.gateway.aggregator.metrics import AggregatorMetrics
-    from noctaya.gateway.aggregator.routes import AggregatorRoutes
-
-    async def main() -> None:
-        metrics = AggregatorMetrics()
-        routes = AggregatorRoutes(Aggregate(1024, metrics), metrics, token_file, 100)
-        if kind == "lean-h11":
-            port = await HTTPServer(routes).start("127.0.0.1", 0)
-            ready.send(port)
-            await asyncio.Event().wait()
-        else:
-            import socket
-
-            from hypercorn.asyncio import serve
-            from hypercorn.config import Config
-
-            sock = socket.create_server(("127.0.0.1", 0))
-            config = Config()
-            config.bind = [f"fd://{sock.fileno()}"]
-            config.accesslog = None
-            ready.send(sock.getsockname()[1])
-            sock.detach()
-            await serve(_AsgiAdapter(routes), config)  # type: ignore[arg-type]
-
-    uvloop.run(main())
-
-
-class _AsgiAdapter:
-    """The same routes behind ASGI, for the comparison only."""
-
-    def __init__(self, routes: Any) -> None:
-        self.routes = routes
-
-    async def __call__(self, scope: dict[str, Any], receive: Any, send: Any) -> None:
-        if scope["type"] != "http":
-            return
-        adapter = self
-
-        class _Request:
-            method = scope["method"]
-            path = scope["path"]
-            headers = scope["headers"]
-
-            def header(self, name: bytes) -> bytes | None:
-                return next((v for k, v in scope["headers"] if k == name), None)
-
-            async def read_body(self, limit: int) -> bytes:
-                chunks = b""
-                while True:
-                    message = await receive()
-                    chunks += message.get("body", b"")
-                    if len(chunks) > limit:
-                        from noctaya.gateway.aggregator.http_server import BodyTooLarge
-
-                        raise BodyTooLarge
-                    if not message.get("more_body"):
-                        return chunks
-
-        response = await adapter.routes(_Request())
-        headers = [(k.lower().encode(), v.encode()) for k, v in response.headers]
-        headers.append((b"content-length", str(len(response.body)).encode()))
-        await send({"type": "http.response.start", "status": response.status, "headers": headers})
-        await send({"type": "http.response.body", "body": response.body})
+@dataclass
+class Contender:
+    name: str
+    pythonpath: str
+    rps: dict[int, list[float]] = field(default_factory=dict)
+    p50_ms: dict[int, list[float]] = field(default_factory=dict)
+    p99_ms: dict[int, list[float]] = field(default_factory=dict)
+    idle_mib: list[float] = field(default_factory=list)
+    statuses: dict[int, int] = field(default_factory=dict)
+    errors: int = 0
 
 
 def _report_request(client: int, n: int) -> bytes:
     body = json.dumps({"memberID": f"gw/{client}", "sequence": n, "demand": n % 3}).encode()
     return (
         b"POST /v1/demand HTTP/1.1\r\nHost: aggregator\r\nContent-Type: application/json\r\n"
-        + f"Authorization: Bearer {TOKEN}\r\nContent-Length: {len(body)}\r\n\r\n".encode()
+        + f"Authorization: Bearer {procs.TOKEN}\r\nContent-Length: {len(body)}\r\n\r\n".encode()
         + body
     )
+
+
+def measure(contender: Contender, token: str, levels: list[int], seconds: float) -> None:
+    process, http_port, _ = procs.aggregator(token, PYTHONPATH=contender.pythonpath)
+    try:
+        time.sleep(SETTLE_SECONDS)
+        contender.idle_mib.append(procs.rss_mib(process.pid)[0])
+        for connections in levels:
+            tally = asyncio.run(run_load(http_port, connections, seconds, _report_request))
+            contender.rps.setdefault(connections, []).append(len(tally.latencies) / seconds)
+            contender.p50_ms.setdefault(connections, []).append(
+                percentile(tally.latencies, 0.5) * 1e3
+            )
+            contender.p99_ms.setdefault(connections, []).append(
+                percentile(tally.latencies, 0.99) * 1e3
+            )
+            for status, count in tally.statuses.items():
+                contender.statuses[status] = contender.statuses.get(status, 0) + count
+            contender.errors += tally.errors
+    finally:
+        procs.stop(process)
+
+
+def _span(values: list[float], form: str) -> str:
+    if len(values) == 1:
+        return form.format(values[0])
+    low, mid, high = min(values), statistics.median(values), max(values)
+    return f"{form.format(low)}-{form.format(high)} ({form.format(mid)})"
 
 
 def main() -> int:
     parser = argparse.ArgumentParser()
     parser.add_argument("--seconds", type=float, default=5.0)
+    parser.add_argument("--rounds", type=int, default=3)
+    parser.add_argument("--connections", default="1,64")
+    parser.add_argument("--compare", metavar="REV", help="also measure the aggregator at REV")
     args = parser.parse_args()
-    token_file = os.path.join(tempfile.mkdtemp(), "token")
-    with open(token_file, "w") as handle:
-        handle.write(TOKEN)
+    levels = [int(c) for c in args.connections.split(",")]
+    token = procs.token_file()
+    with contextlib.ExitStack() as stack:
+        contenders = [Contender("this tree", os.environ.get("PYTHONPATH", ""))]
+        if args.compare is not None:
+            path = stack.enter_context(revision.pythonpath(args.compare))
+            contenders.insert(0, Contender(revision.describe(args.compare), path))
+        for _ in range(args.rounds):
+            for contender in contenders:
+                measure(contender, token, levels, args.seconds)
     rows = []
-    for kind in ("lean-h11", "hypercorn"):
-        parent, child = multiprocessing.Pipe()
-        server = multiprocessing.Process(target=_serve, args=(kind, token_file, child), daemon=True)
-        server.start()
-        port = parent.recv()
-        time.sleep(0.3)
-        for connections in (1, 64):
-            tally = asyncio.run(run_load(port, connections, args.seconds, _report_request))
-            done = len(tally.latencies)
+    for connections in levels:
+        for contender in contenders:
             rows.append(
                 (
-                    kind,
+                    contender.name,
                     connections,
-                    round(done / args.seconds),
-                    percentile(tally.latencies, 0.5) * 1e3,
-                    percentile(tally.latencies, 0.99) * 1e3,
-                    tally.statuses,
-                    tally.errors,
+                    _span(contender.rps[connections], "{:,.0f}"),
+                    _span(contender.p50_ms[connections], "{:.2f}"),
+                    _span(contender.p99_ms[connections], "{:.2f}"),
+                    contender.statuses,
+                    contender.errors,
                 )
             )
-        server.terminate()
-        server.join()
-    print_table(("server", "conns", "req/s", "p50 ms", "p99 ms", "statuses", "errors"), rows)
+    print(
+        f"Demand reports on keep-alive connections ({args.rounds} rounds of {args.seconds:g}s "
+        "per contender and point, taken in turn)"
+    )
+    print_table(
+        ("aggregator", "conns", "reports/s", "p50 ms", "p99 ms", "statuses", "errors"), rows
+    )
+    print("\nIdle RSS after start-up (MiB, one fresh process per round)")
+    print_table(
+        ("aggregator", "idle RSS MiB"),
+        [(c.name, _span(c.idle_mib, "{:.1f}")) for c in contenders],
+    )
     return 0
 
 

@@ -1,12 +1,14 @@
-"""A backend scaled away between the moment the gateway saw it ready and the moment a request
-goes to it: the request waits for the next backend like any cold request, instead of being
-answered 502 (or, on a committed stream, an error event), and connections to the backend that
-went are not reused."""
+"""The backend's Service changing under the gateway. A backend scaled away between the moment
+the gateway saw it ready and the moment a request goes to it: the request waits for the next
+backend like any cold request, instead of being answered 502 (or, on a committed stream, an
+error event), and connections to the backend that went are not reused. A probe lost while the
+Service's routes change: the next one, on a new connection, finds the backend ready."""
 
 from __future__ import annotations
 
 import asyncio
 import contextlib
+import time
 from dataclasses import dataclass, field
 
 import aiohttp
@@ -27,6 +29,7 @@ class Backend:
     port: int = 0
     ready: bool = True
     close_after_health: bool = False  # answers /health with `Connection: close`, then goes
+    hang_first: bool = False  # the first connection is read but never answered
     connections: int = 0
     server: asyncio.Server | None = None
     writers: list[asyncio.StreamWriter] = field(default_factory=list)
@@ -51,6 +54,10 @@ class Backend:
     async def _serve(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
         self.connections += 1
         self.writers.append(writer)
+        if self.hang_first and self.connections == 1:
+            with contextlib.suppress(ConnectionError):
+                await reader.read()  # silent until the gateway gives up on it
+            return
         with contextlib.suppress(asyncio.IncompleteReadError, ConnectionError):
             while True:
                 head = await read_request(reader)
@@ -142,8 +149,30 @@ async def test_a_backend_found_not_ready_leaves_no_connection_to_reuse(
     assert gateway.server.app is not None
     readiness = gateway.server.app.readiness
     backend.ready = False
-    assert not await readiness.ready(max_age=0.0)
+    await asyncio.sleep(0.06)  # the cached answer (50 ms) runs out
+    assert not await readiness.ready()
     backend.ready = True
     async with http.post(url, json=CHAT) as response:
         assert response.status == 200
     assert backend.connections == 2
+
+
+async def test_a_probe_that_hangs_does_not_hold_back_the_next(
+    start_gateway: StartGateway, http: aiohttp.ClientSession
+) -> None:
+    """While requests wait, a probe that gets no answer (its SYN lost to a route kube-proxy
+    just removed, retried by TCP on that same route) does not make them wait out its 2 s
+    timeout: the next poll probes again on a new connection."""
+    backend = Backend(hang_first=True)
+    await backend.start()
+    backend.scale_away()  # cold: connections refused
+    gateway = await start_gateway(backend.url, readiness_timeout=2.0, held_readiness_interval=0.05)
+    request = asyncio.ensure_future(http.post(f"{gateway.url}/v1/chat/completions", json=CHAT))
+    await eventually(lambda: gateway.pending == 1, what="the request to be held")
+    await backend.start()
+    started = time.monotonic()
+    async with await request as response:
+        assert response.status == 200
+        assert await response.read() == ANSWER
+    assert time.monotonic() - started < 1.0
+    assert backend.connections >= 2

@@ -13,8 +13,8 @@ from collections.abc import AsyncIterator
 from pathlib import Path
 
 import pytest
+from aiohttp import web
 from gateway.support import eventually, sample
-from noctaya.gateway.aggregator.http_server import HTTPServer, Request, Response
 from noctaya.gateway.demand_feed import DemandFeed
 from noctaya.gateway.exposition import Counter, Registry
 from noctaya.gateway.reporter import DemandReporter
@@ -35,23 +35,30 @@ class Recorder:
         self.stall.set()
         self.arrived = 0  # reports read whole, whether or not a stall holds their answer
 
-    async def __call__(self, request: Request) -> Response:
-        body = await request.read_body(65536)
+    async def handle(self, request: web.Request) -> web.Response:
+        body = await request.read()
         self.arrived += 1
         await self.stall.wait()
         self.reports.append(json.loads(body))
-        self.headers.append(dict(request.headers))
-        return Response(self.status)
+        self.headers.append(
+            {name.lower().encode(): value.encode() for name, value in request.headers.items()}
+        )
+        return web.Response(status=self.status)
 
 
 @pytest.fixture
 async def recorder() -> AsyncIterator[tuple[Recorder, str]]:
     recording = Recorder()
-    server = HTTPServer(recording)
-    port = await server.start("127.0.0.1", 0)
+    app = web.Application()
+    app.router.add_post("/v1/demand", recording.handle)
+    runner = web.AppRunner(app, handle_signals=False)
+    await runner.setup()
+    site = web.TCPSite(runner, "127.0.0.1", 0)
+    await site.start()
+    port = runner.addresses[0][1]
     yield recording, f"http://127.0.0.1:{port}/v1/demand"
     recording.stall.set()
-    await server.shutdown(0)
+    await runner.cleanup()
 
 
 def counter() -> tuple[Counter, Registry]:

@@ -15,7 +15,13 @@ from typing import Any
 from noctaya.core.scaling import ActivationLease
 from noctaya.gateway.activation import ActivationWatcher
 from noctaya.gateway.auth import ApiKeyAuth, AuthResult
-from noctaya.gateway.client import BodyTooLarge, ClientChannel, ClientGone
+from noctaya.gateway.client import (
+    BodyTooLarge,
+    ClientChannel,
+    ClientGone,
+    ambiguous_framing,
+    declared_length,
+)
 from noctaya.gateway.coldstart import ColdStart
 from noctaya.gateway.config import GatewayConfig
 from noctaya.gateway.demand import DemandTracker
@@ -99,10 +105,7 @@ class GatewayApp:
         channel = ClientChannel(receive, self.config.max_request_body)
         send = deadline = SendDeadline(send, self.config.client_send_timeout)
         http1 = scope["http_version"][0] == "1"
-        if http1 and _ambiguous_framing(scope):
-            # Content-Length beside Transfer-Encoding: framed by the chunks, but whatever
-            # follows on this connection may be read differently by someone in front of the
-            # gateway (request smuggling), so none of it is served (RFC 9112).
+        if http1 and ambiguous_framing(scope):
             send = closing(send)
         if http1:
             send = channel.guard(send)
@@ -138,7 +141,7 @@ class GatewayApp:
         still trickling its body."""
         if self._auth is not None and not await self._authorized(scope, send, openai):
             return
-        if _declared_length(scope) > self.config.max_request_body:
+        if declared_length(scope) > self.config.max_request_body:
             await self._error(send, BODY_TOO_LARGE, openai)
             return
         try:
@@ -221,23 +224,3 @@ class GatewayApp:
         self.metrics.count_response(error.status)
         if reason:
             self.metrics.reject(reason)
-
-
-def _ambiguous_framing(scope: dict[str, Any]) -> bool:
-    chunked = length = False
-    for name, _ in scope["headers"]:
-        if name == b"transfer-encoding":
-            chunked = True
-        elif name == b"content-length":
-            length = True
-    return chunked and length
-
-
-def _declared_length(scope: dict[str, Any]) -> int:
-    for name, value in scope["headers"]:
-        if name == b"content-length":
-            try:
-                return int(value)
-            except ValueError:
-                return 0
-    return 0

@@ -25,6 +25,31 @@ class BodyTooLarge(Exception):
     """The request body exceeded the configured maximum."""
 
 
+def declared_length(scope: dict[str, Any]) -> int:
+    """The request's `Content-Length` (0 when absent or not a number: the body's own framing
+    then bounds what is read)."""
+    for name, value in scope["headers"]:
+        if name == b"content-length":
+            try:
+                return int(value)
+            except ValueError:
+                return 0
+    return 0
+
+
+def ambiguous_framing(scope: dict[str, Any]) -> bool:
+    """`Content-Length` beside `Transfer-Encoding`: framed by the chunks, but whatever follows on
+    the connection may be read differently by someone in front (request smuggling), so none of
+    it should be served (RFC 9112)."""
+    chunked = length = False
+    for name, _ in scope["headers"]:
+        if name == b"transfer-encoding":
+            chunked = True
+        elif name == b"content-length":
+            length = True
+    return chunked and length
+
+
 class ClientChannel:
     # One per request, thousands at once while cold streams are held: no per-instance dict.
     __slots__ = (

@@ -104,6 +104,7 @@ class ColdWaits:
         self._timer: asyncio.TimerHandle | None = None
         self._timer_at = math.inf
         self._poll: asyncio.Task[None] | None = None
+        readiness.on_ready = self._ready
 
     def add(self, stream: bool) -> _Wait:
         """A wait starting now; `remove` it when done with it."""
@@ -217,11 +218,13 @@ class ColdWaits:
         try:
             while self._waits:
                 await asyncio.sleep(self._poll_interval)
-                if await self._readiness.ready(max_age=self._poll_interval):
-                    for wait in self._waits:
-                        _wake(wait, Outcome.READY)
+                self._readiness.refresh(self._poll_interval)
         finally:
             self._poll = None
+
+    def _ready(self) -> None:
+        for wait in self._waits:
+            _wake(wait, Outcome.READY)
 
 
 def _wake(wait: _Wait, outcome: Outcome) -> None:

@@ -54,12 +54,25 @@ def _resolved(host: str, port: int) -> tuple[socket.AddressFamily, tuple[str, in
 
 
 def serve_on(
-    sock: socket.socket, app: Any, config: Config, shutdown_trigger: Callable[[], Awaitable[object]]
+    sock: socket.socket,
+    app: Any,
+    config: Config,
+    shutdown_trigger: Callable[[], Awaitable[object]],
+    *,
+    plain: socket.socket | None = None,
 ) -> asyncio.Task[None]:
-    """Serve `app` on `sock` (hypercorn owns the descriptor from here) until `shutdown_trigger`
-    returns and the graceful stop ends."""
+    """Serve `app` on `sock`, and on `plain` in plain HTTP even when `config` has TLS (hypercorn
+    owns the descriptors from here), until `shutdown_trigger` returns and the graceful stop
+    ends."""
     config.bind = [f"fd://{sock.fileno()}"]
     sock.detach()
+    if plain is not None:
+        bound = f"fd://{plain.fileno()}"
+        plain.detach()
+        if config.ssl_enabled:
+            config.insecure_bind = [bound]
+        else:
+            config.bind = [*config.bind, bound]
     return asyncio.get_running_loop().create_task(
         serve(app, config, shutdown_trigger=shutdown_trigger)
     )

@@ -3,9 +3,14 @@ briefly and probed single-flight.
 
 The gateway has no Kubernetes credentials; the backend Service only routes to pods that passed
 their model-load readiness probe, so one 200 through it means a ready backend exists. Every
-admitted request asks, so the answer is cached and concurrent askers share one probe. Requests
-held for a cold backend ask more often than the cache lasts (`max_age`): how soon they learn of
-readiness is how much the gateway adds to their first token.
+admitted request asks, so the answer is cached and concurrent askers share one probe.
+
+Requests held for a cold backend have it probed more often than the cache lasts (`refresh`):
+how soon they learn of readiness is how much the gateway adds to their first token. Such a
+probe does not wait behind one that hangs: a connection opened while kube-proxy rewrites the
+Service's rules can lose its SYN to a route that is gone a moment later, and TCP retries it on
+that same route until the probe times out (2 s). A newer probe, on a new connection, takes
+the new route; the newest answer wins, whatever order they end in.
 
 A backend found not ready leaves no idle connection in the pool: those lead to a backend that
 has gone (a pod scaled away), and the first request after the next wake must take the
@@ -20,6 +25,9 @@ import time
 from collections.abc import Callable
 
 from noctaya.gateway.upstream import UpstreamError, UpstreamPool
+
+MAX_PROBES = 4
+"""Probes in flight at once, at most: `refresh` starts no more while that many hang."""
 
 
 class ReadinessProbe:
@@ -38,8 +46,12 @@ class ReadinessProbe:
         self._timeout = timeout
         self._clock = clock
         self._ready = False
-        self._probed_at = float("-inf")
-        self._inflight: asyncio.Task[bool] | None = None
+        self._probed_at = float("-inf")  # when the cached answer came
+        self._answer_began = float("-inf")  # when the probe that gave it began
+        self._probes: dict[asyncio.Task[bool], float] = {}  # in flight, with when each began
+        self._newest: asyncio.Task[bool] | None = None
+        self.on_ready: Callable[[], None] | None = None
+        """Called when a probe finds the backend ready (the cold waits wake on it)."""
 
     def cached_ready(self) -> bool:
         """True only if a fresh cached probe said ready: the warm path's await-free check."""
@@ -50,23 +62,48 @@ class ReadinessProbe:
         self._ready = False
         self._probed_at = float("-inf")
 
-    async def ready(self, max_age: float | None = None) -> bool:
-        """The cached answer if younger than the interval (and `max_age`), else a probe's."""
-        age = self._clock() - self._probed_at
-        if age < self._interval and (max_age is None or age < max_age):
+    async def ready(self) -> bool:
+        """The cached answer while it lasts, else the answer of the probe in flight (one
+        started if none is)."""
+        if self._clock() < self._probed_at + self._interval:
             return self._ready
-        if self._inflight is None:
-            self._inflight = asyncio.ensure_future(self._probe())
+        probe = self._newest if self._newest is not None else self._start()
         # Shielded: one caller giving up must not cancel the probe the others wait for.
-        return await asyncio.shield(self._inflight)
+        return await asyncio.shield(probe)
+
+    def refresh(self, max_age: float) -> None:
+        """Have an answer younger than `max_age` come: a probe is started unless the cached
+        answer, or the newest probe in flight, is younger (or `MAX_PROBES` are in flight)."""
+        now = self._clock()
+        if now - self._probed_at < max_age:
+            return
+        newest = self._newest
+        if newest is not None and (
+            now - self._probes[newest] < max_age or len(self._probes) >= MAX_PROBES
+        ):
+            return
+        self._start()
 
     async def close(self) -> None:
-        if self._inflight is not None:
-            self._inflight.cancel()
+        for probe in list(self._probes):
+            probe.cancel()
             with contextlib.suppress(asyncio.CancelledError):
-                await self._inflight
+                await probe
 
-    async def _probe(self) -> bool:
+    def _start(self) -> asyncio.Task[bool]:
+        began = self._clock()
+        probe = asyncio.ensure_future(self._probe(began))
+        self._probes[probe] = began
+        self._newest = probe
+        probe.add_done_callback(self._ended)
+        return probe
+
+    def _ended(self, probe: asyncio.Task[bool]) -> None:
+        del self._probes[probe]
+        if self._newest is probe:
+            self._newest = None
+
+    async def _probe(self, began: float) -> bool:
         ready = False
         try:
             async with (
@@ -77,10 +114,13 @@ class ReadinessProbe:
                 ready = response.status == 200
         except UpstreamError:
             ready = False
-        finally:
-            self._ready = ready
-            self._probed_at = self._clock()
-            self._inflight = None
+        if began < self._answer_began:
+            return ready  # a newer probe has answered already
+        self._answer_began = began
+        self._ready = ready
+        self._probed_at = self._clock()
         if not ready:
             self._pool.close_idle()
+        elif self.on_ready is not None:
+            self.on_ready()
         return ready

@@ -1,4 +1,5 @@
-"""One running aggregator: the report endpoint on HTTP and the ExternalScaler fed by the aggregate.
+"""One running aggregator: the report endpoint and the ExternalScaler fed by the aggregate, on one
+server (the scaler's, with the reports on a plain listener of their own).
 
 Memory-only by design: after a restart the total rebuilds from the gateways' 2 s heartbeats,
 well inside KEDA's polling interval, so there is nothing to persist or to get out of sync.
@@ -9,13 +10,11 @@ from __future__ import annotations
 import asyncio
 import contextlib
 
-from noctaya.core.values.listen_address import parse_listen_address
 from noctaya.gateway.aggregator.aggregate import MEMBER_TTL_SECONDS, SWEEP_PERIOD_SECONDS, Aggregate
 from noctaya.gateway.aggregator.config import AggregatorConfig
-from noctaya.gateway.aggregator.http_server import HTTPServer
 from noctaya.gateway.aggregator.metrics import AggregatorMetrics
 from noctaya.gateway.aggregator.routes import AggregatorRoutes
-from noctaya.gateway.scaler.server import ScalerServer, start_scaler
+from noctaya.gateway.scaler.server import PlainListener, ScalerServer, start_scaler
 
 
 class AggregatorServer:
@@ -32,28 +31,24 @@ class AggregatorServer:
         self.routes = AggregatorRoutes(
             self.aggregate, self.metrics, config.token_file, config.max_demand
         )
-        self._http = HTTPServer(self.routes)
         self._sweep_period = sweep_period
         self._sweeper: asyncio.Task[None] | None = None
-        self._scaler: ScalerServer | None = None
+        self._server: ScalerServer | None = None
         self.http_port = 0
         self.scaler_port = 0
 
     async def start(self) -> None:
         """Bind both listeners (OSError if either is taken) and start expiring members."""
-        host, port = parse_listen_address(self.config.listen_addr)
-        self.http_port = await self._http.start(host, port)
-        try:
-            self._scaler = await start_scaler(
-                self.aggregate,
-                self.config.scaler_listen_addr,
-                self.config.tls,
-                self.metrics.streams,
-            )
-        except BaseException:
-            await self._http.shutdown(0)
-            raise
-        self.scaler_port = self._scaler.port
+        self._server = await start_scaler(
+            self.aggregate,
+            self.config.scaler_listen_addr,
+            self.config.tls,
+            self.metrics.streams,
+            PlainListener(self.config.listen_addr, self.routes),
+        )
+        assert self._server.plain_port is not None
+        self.http_port = self._server.plain_port
+        self.scaler_port = self._server.port
         self._sweeper = asyncio.create_task(self.aggregate.sweep_forever(self._sweep_period))
 
     async def stop(self, grace: float) -> None:
@@ -62,7 +57,5 @@ class AggregatorServer:
             self._sweeper.cancel()
             with contextlib.suppress(asyncio.CancelledError):
                 await self._sweeper
-        stops = [self._http.shutdown(grace)]
-        if self._scaler is not None:
-            stops.append(self._scaler.stop(grace))
-        await asyncio.gather(*stops)
+        if self._server is not None:
+            await self._server.stop(grace)

@@ -1,4 +1,5 @@
-"""Serving the ExternalScaler: gRPC on hypercorn's HTTP/2, on its own listener and TLS.
+"""Serving the ExternalScaler: gRPC on hypercorn's HTTP/2, on its own listener and TLS, and, for
+the aggregator, its report endpoint on a second, plain listener of the same server.
 
 The scaler shares the gateway's server (hardened HTTP/2, one event loop) instead of running
 grpcio's C core beside it, which cost every gateway about 15 MiB of resident memory for four
@@ -18,16 +19,22 @@ import asyncio
 import logging
 import socket
 import ssl
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass
+from typing import Any
 
 from hypercorn.config import Config
 from noctaya.gateway.exposition import Gauge
+from noctaya.gateway.lifespan import serve_lifespan
 from noctaya.gateway.listen_socket import listen_socket, serve_on
 from noctaya.gateway.process import quiet_cancelled_callbacks
+from noctaya.gateway.responses import Receive, Send
 from noctaya.gateway.scaler.grpc_app import ScalerApp
 from noctaya.gateway.scaler.service import DemandSource, ExternalScalerService
 from noctaya.gateway.scaler.tls import ScalerTLS
 from noctaya.gateway.server_patches import install_server_patches
 
+ASGIApp = Callable[[dict[str, Any], Receive, Send], Awaitable[None]]
 MAX_STREAMS_PER_CONNECTION = 128
 IDLE_CONNECTION_SECONDS = 600.0
 """KEDA keeps its channel between polls; an idle connection is closed only after this long."""
@@ -52,8 +59,18 @@ class _ScalerConfig(Config):
         return self._tls.context if self._tls is not None else None
 
 
+@dataclass(frozen=True)
+class PlainListener:
+    """Another listener the scaler's server serves, in plain HTTP whatever the scaler's TLS, and
+    the app its requests go to (the aggregator's reports)."""
+
+    listen_addr: str
+    app: ASGIApp
+
+
 class ScalerServer:
-    """A started ExternalScaler server; `port` is the bound port (useful with port 0)."""
+    """A started ExternalScaler server; `port` is the bound port (useful with port 0), and
+    `plain_port` the plain listener's, if it has one."""
 
     def __init__(
         self,
@@ -62,12 +79,14 @@ class ScalerServer:
         stopping: asyncio.Event,
         serving: asyncio.Task[None],
         port: int,
+        plain_port: int | None = None,
     ) -> None:
         self._service = service
         self._config = config
         self._stopping = stopping
         self._serving = serving
         self.port = port
+        self.plain_port = plain_port
 
     async def stop(self, grace: float) -> None:
         self._service.close()
@@ -77,15 +96,27 @@ class ScalerServer:
 
 
 async def start_scaler(
-    feed: DemandSource, listen_addr: str, tls: ScalerTLS | None, streams_gauge: Gauge
+    feed: DemandSource,
+    listen_addr: str,
+    tls: ScalerTLS | None,
+    streams_gauge: Gauge,
+    plain: PlainListener | None = None,
 ) -> ScalerServer:
-    """Serve the ExternalScaler for `feed` on `listen_addr` (Go form, e.g. `:9090`).
+    """Serve the ExternalScaler for `feed` on `listen_addr` (Go form, e.g. `:9090`), and
+    `plain`'s app on its listener.
 
-    Raises ValueError for a malformed address and OSError when the port cannot be bound.
+    Raises ValueError for a malformed address and OSError when a port cannot be bound (the plain
+    listener's is bound first).
     """
     install_server_patches()
     quiet_cancelled_callbacks(asyncio.get_running_loop())
-    sock = listen_socket(listen_addr)
+    plain_sock = listen_socket(plain.listen_addr) if plain is not None else None
+    try:
+        sock = listen_socket(listen_addr)
+    except BaseException:
+        if plain_sock is not None:
+            plain_sock.close()
+        raise
     sock.setsockopt(socket.SOL_SOCKET, socket.SO_KEEPALIVE, 1)  # accepted sockets inherit these
     sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_KEEPIDLE, KEEPALIVE_IDLE_SECONDS)
     sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_KEEPINTVL, KEEPALIVE_INTERVAL_SECONDS)
@@ -94,10 +125,35 @@ async def start_scaler(
     config = _ScalerConfig(tls)
     config.h2_max_concurrent_streams = MAX_STREAMS_PER_CONNECTION
     config.keep_alive_timeout = IDLE_CONNECTION_SECONDS
+    # KEDA's channel and a gateway's report connection last: hypercorn would end each after
+    # 1,000 requests (a reconnect every 40 minutes of KEDA's polls).
+    config.keep_alive_max_requests = 2**31
     config.include_server_header = False
     config.accesslog = None
     config.errorlog = _LOG
     port: int = sock.getsockname()[1]
+    app: ASGIApp = ScalerApp(service)
+    plain_port = None
+    if plain is not None and plain_sock is not None:
+        plain_port = plain_sock.getsockname()[1]
+        app = _ByListener(plain_port, plain.app, app)
     stopping = asyncio.Event()
-    serving = serve_on(sock, ScalerApp(service), config, stopping.wait)
-    return ScalerServer(service, config, stopping, serving, port)
+    serving = serve_on(sock, app, config, stopping.wait, plain=plain_sock)
+    return ScalerServer(service, config, stopping, serving, port, plain_port)
+
+
+class _ByListener:
+    """Requests to the plain listener's port go to its app, the rest to the scaler's."""
+
+    def __init__(self, plain_port: int, plain: ASGIApp, scaler: ASGIApp) -> None:
+        self._plain_port = plain_port
+        self._plain = plain
+        self._scaler = scaler
+
+    async def __call__(self, scope: dict[str, Any], receive: Receive, send: Send) -> None:
+        if scope["type"] == "lifespan":
+            await serve_lifespan(receive, send)
+            return
+        server = scope.get("server")
+        on_plain = server is not None and server[1] == self._plain_port
+        await (self._plain if on_plain else self._scaler)(scope, receive, send)
