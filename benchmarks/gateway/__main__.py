@@ -12,9 +12,10 @@ tree's at every point, and `--rounds` repeats each point to show the spread on a
 The gateways report their event-loop lag and `gc` pauses per point. The same load through bare
 reference proxies shows
 what the upstream client alone costs. Streams: 20 tokens 10 ms apart, the added time to first
-token and the added gap between tokens. Memory: each mode's idle RSS, and the gateway's while
-holding cold keepalive streams (the backend never becomes ready, so they live on heartbeats),
-with `--compare REV`'s row next to this tree's for each.
+token and the added gap between tokens. Memory: each mode's idle footprint (RSS, import time,
+start-up time, on compiled bytecode, `footprint`), and the gateway's RSS while holding cold
+keepalive streams (the backend never becomes ready, so they live on heartbeats), with
+`--compare REV`'s row next to this tree's for each.
 
 `--profile` measures nothing else: it runs the gateway under cProfile while wrk drives it at
 c=64 (profiling only the measured seconds) and prints the top-20 flat profile by own time
@@ -24,6 +25,7 @@ c=64 (profiling only the measured seconds) and prints the top-20 flat profile by
 from __future__ import annotations
 
 import argparse
+import contextlib
 import io
 import json
 import os
@@ -36,7 +38,7 @@ import time
 import urllib.request
 from pathlib import Path
 
-from benchmarks.gateway import procs, revision, side_by_side, streams, wrk
+from benchmarks.gateway import footprint, procs, revision, side_by_side, streams, wrk
 from benchmarks.gateway.table import print_table
 
 PATH = "/v1/chat/completions"
@@ -70,7 +72,6 @@ def main() -> int:
         "--only", choices=("throughput", "memory"), help="run one part of the benchmark"
     )
     args = parser.parse_args()
-    holds = [int(count) for count in args.hold.split(",")]
     if args.only != "memory" and not wrk.available():
         print("this benchmark drives load with wrk: apt-get install wrk", file=sys.stderr)
         return 1
@@ -97,11 +98,7 @@ def main() -> int:
     if args.only == "throughput":
         return 0
     if args.only == "memory":
-        print_table(
-            "Gateway memory",
-            ("gateway", "state", "RSS MiB", "KiB per stream", "CPU % holding", "errors"),
-            _memory(holds, args.compare, args.prompt_bytes),
-        )
+        _print_memory(args)
         return 0
     print_table(
         "Upstream client choice (hypercorn+uvloop proxies, c=64; CPU = proxy process per request)",
@@ -113,12 +110,42 @@ def main() -> int:
         ("path", "TTFT p50 ms", "TTFT p99 ms", "gap mean ms", "gap p99 ms", "errors"),
         _streams(args.streams, args.stream_concurrency),
     )
-    print_table(
-        "Gateway memory",
-        ("gateway", "state", "RSS MiB", "KiB per stream", "CPU % holding", "errors"),
-        _memory(holds, args.compare, args.prompt_bytes),
-    )
+    _print_memory(args)
     return 0
+
+
+def _print_memory(args: argparse.Namespace) -> None:
+    revisions = [("this tree", os.environ.get("PYTHONPATH", ""))]
+    with contextlib.ExitStack() as stack:
+        if args.compare is not None:
+            path = stack.enter_context(revision.pythonpath(args.compare))
+            revisions.insert(0, (f"at {revision.describe(args.compare)}", path))
+        print_table(
+            f"Idle footprint ({args.rounds} rounds, a fresh process each; bytecode compiled "
+            "beforehand, as the image ships it)",
+            ("gateway", "mode", "idle RSS MiB", "import ms", "start-up ms"),
+            _footprint(revisions, args.rounds),
+        )
+        print_table(
+            "Gateway memory",
+            ("gateway", "state", "RSS MiB", "KiB per stream", "CPU % holding", "errors"),
+            _memory(revisions, [int(count) for count in args.hold.split(",")], args.prompt_bytes),
+        )
+
+
+def _footprint(revisions: list[tuple[str, str]], rounds: int) -> list[tuple[object, ...]]:
+    measured = {
+        (mode, name): footprint.Figures() for mode in footprint.ENTRY for name, _ in revisions
+    }
+    with footprint.compiled_bytecode() as bytecode:
+        for _, path in revisions:
+            footprint.warm(list(footprint.ENTRY), {**bytecode, "PYTHONPATH": path})
+        for _ in range(rounds):
+            for mode in footprint.ENTRY:
+                for name, path in revisions:
+                    env = {**bytecode, "PYTHONPATH": path}
+                    footprint.measure(mode, env, measured[(mode, name)])
+    return footprint.rows(measured)
 
 
 def _profile(seconds: float, name: str, pythonpath: str) -> str:
@@ -229,25 +256,20 @@ def _streams(count: int, concurrency: int) -> list[tuple[object, ...]]:
     return rows
 
 
-def _memory(holds: list[int], compare: str | None, prompt: int) -> list[tuple[object, ...]]:
-    """Each state's row for `compare` (if given) next to this tree's: a before/after table."""
-    measured: list[list[tuple[object, ...]]] = []
-    if compare is not None:
-        with revision.pythonpath(compare) as path:
-            measured.append(_memory_of(f"at {revision.describe(compare)}", holds, path, prompt))
-    measured.append(_memory_of("this tree", holds, os.environ.get("PYTHONPATH", ""), prompt))
+def _memory(
+    revisions: list[tuple[str, str]], holds: list[int], prompt: int
+) -> list[tuple[object, ...]]:
+    """Each state's row for every revision in turn: a before/after table."""
+    measured = [_memory_of(name, holds, path, prompt) for name, path in revisions]
     return [row for rows in zip(*measured, strict=True) for row in rows]
 
 
 def _memory_of(
     name: str, holds: list[int], pythonpath: str, prompt: int
 ) -> list[tuple[object, ...]]:
-    """Idle RSS of each mode, then, for each count in `holds` (each on a fresh gateway), RSS and
-    CPU while holding that many cold keepalive streams, each request with a `prompt`-byte
-    message."""
-    rows: list[tuple[object, ...]] = [
-        (name, "aggregator idle", f"{_aggregator_idle_mib(pythonpath):.1f}", "", "", "")
-    ]
+    """For each count in `holds` (each on a fresh gateway), RSS and CPU while holding that many
+    cold keepalive streams, each request with a `prompt`-byte message."""
+    rows: list[tuple[object, ...]] = []
     for count in holds:
         # A backend that never answers: every request is a cold keepalive stream.
         gateway = procs.gateway(
@@ -258,8 +280,6 @@ def _memory_of(
         try:
             time.sleep(IDLE_SETTLE_SECONDS)
             idle = gateway.rss_mib()
-            if count == holds[0]:
-                rows.append((name, "gateway idle", f"{idle:.1f}", "", "", ""))
             with streams.holding(gateway.url, count, prompt) as (held, errors):
                 pending = _gauge(gateway.url, "noctaya_gateway_pending")
                 time.sleep(2)
@@ -284,28 +304,6 @@ def _memory_of(
 
 def _prompt_label(prompt: int) -> str:
     return f" of {prompt:,}-byte prompts" if prompt else ""
-
-
-def _aggregator_idle_mib(pythonpath: str) -> float:
-    with tempfile.TemporaryDirectory() as folder:
-        token = Path(folder) / "token"
-        token.write_text("x" * 64)
-        aggregator = procs.launch(
-            [str(procs.BIN / "noctaya-gateway"), "--mode=aggregator"],
-            {
-                "PYTHONPATH": pythonpath,
-                "NOCTAYA_DEMAND_AUTH_TOKEN_FILE": str(token),
-                "NOCTAYA_AGGREGATOR_LISTEN_ADDR": f"127.0.0.1:{(port := procs.free_port())}",
-                "NOCTAYA_SCALER_LISTEN_ADDR": f"127.0.0.1:{procs.free_port()}",
-            },
-            f"http://127.0.0.1:{port}",
-            "/healthz",
-        )
-        try:
-            time.sleep(IDLE_SETTLE_SECONDS)
-            return aggregator.rss_mib()
-        finally:
-            aggregator.stop()
 
 
 def _stream_load(*args: str) -> str:

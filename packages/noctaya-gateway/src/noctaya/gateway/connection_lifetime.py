@@ -28,7 +28,6 @@ from hypercorn.asyncio.task_group import TaskGroup
 from hypercorn.asyncio.tcp_server import MAX_RECV, TCPServer
 from hypercorn.asyncio.worker_context import WorkerContext
 from hypercorn.events import Closed, RawData
-from noctaya.gateway.slim_connections import slim_writer
 
 _init = TCPServer.__init__
 
@@ -128,7 +127,6 @@ async def _close_on_drain(context: WorkerContext, idle: set[IdleTimer]) -> None:
 def _init_connection(self: TCPServer, *args: Any, **kwargs: Any) -> None:
     _init(self, *args, **kwargs)
     self.idle_task = IdleTimer(self)  # type: ignore[assignment]  # the same interface
-    slim_writer(self.writer)
 
 
 async def _read_data(self: TCPServer) -> None:

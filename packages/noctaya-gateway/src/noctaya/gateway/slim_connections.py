@@ -1,15 +1,14 @@
 """What each client connection keeps while it lasts, without a deque it rarely uses.
 
 A held cold stream keeps its connection for minutes, thousands at once. asyncio gives every
-`Event` (hypercorn makes one per connection to pause its reads) and every stream writer (for
-waiters on a drain) a deque of about 0.7 KiB, allocated whether or not anyone ever waits; here
-both wait in a list made when someone does.
+`Event` (hypercorn makes one per connection to pause its reads) a deque of about 0.7 KiB,
+allocated whether or not anyone ever waits; here its waiters wait in a list made when someone
+does.
 """
 
 from __future__ import annotations
 
 import asyncio
-import collections
 import contextlib
 
 from hypercorn.asyncio.worker_context import WorkerContext
@@ -51,13 +50,6 @@ class SlimEvent:
 
     def is_set(self) -> bool:
         return self._set
-
-
-def slim_writer(writer: asyncio.StreamWriter) -> None:
-    """The writer's drain waiters in a list (appended, removed and iterated alike)."""
-    protocol = writer.transport.get_protocol()
-    if isinstance(getattr(protocol, "_drain_waiters", None), collections.deque):
-        protocol._drain_waiters = []  # type: ignore[attr-defined]
 
 
 def install() -> None:
