@@ -23,8 +23,12 @@ import asyncio
 import contextlib
 import time
 from collections.abc import Callable
+from typing import TYPE_CHECKING
 
 from noctaya.gateway.upstream import UpstreamError, UpstreamPool
+
+if TYPE_CHECKING:  # only an annotation: the gateway imports no more of the core for it
+    from noctaya.core.ports import Clock
 
 MAX_PROBES = 4
 """Probes in flight at once, at most: `refresh` starts no more while that many hang."""
@@ -38,7 +42,7 @@ class ReadinessProbe:
         path: str = "/health",
         interval: float = 0.5,
         timeout: float = 2.0,
-        clock: Callable[[], float] = time.monotonic,
+        clock: Clock = time.monotonic,
     ) -> None:
         self._pool = pool
         self._target = pool.path_prefix + path.encode("ascii")

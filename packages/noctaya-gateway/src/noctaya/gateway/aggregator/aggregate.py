@@ -9,12 +9,15 @@ from __future__ import annotations
 
 import asyncio
 import time
-from collections.abc import Callable
+from typing import TYPE_CHECKING
 
 from noctaya.gateway.aggregator.members import MemberTable, ReportResult
 from noctaya.gateway.aggregator.metrics import AggregatorMetrics
 from noctaya.gateway.aggregator.protocol import DemandReport
 from noctaya.gateway.demand_feed import DemandFeed, Subscription
+
+if TYPE_CHECKING:  # only an annotation: the gateway imports no more of the core for it
+    from noctaya.core.ports import Clock
 
 MEMBER_TTL_SECONDS = 10.0
 SWEEP_PERIOD_SECONDS = 1.0
@@ -27,7 +30,7 @@ class Aggregate:
         metrics: AggregatorMetrics,
         *,
         member_ttl: float = MEMBER_TTL_SECONDS,
-        clock: Callable[[], float] = time.monotonic,
+        clock: Clock = time.monotonic,
     ) -> None:
         self._table = MemberTable(max_members, member_ttl)
         self._feed = DemandFeed(0)

@@ -12,11 +12,14 @@ ENHANCE_YOUR_CALM.
 from __future__ import annotations
 
 import time
-from collections.abc import Callable
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 import h2.events
 from noctaya.gateway.http2.stream_scoped import StreamRefused
+
+if TYPE_CHECKING:  # only an annotation: the gateway imports no more of the core for it
+    from noctaya.core.ports import Clock
 
 CONTROL_BURST = 10_000
 CONTROL_RATE = 1_000.0
@@ -54,7 +57,7 @@ class TokenBucket:
 
 
 class FloodGuard:
-    def __init__(self, clock: Callable[[], float] = time.monotonic) -> None:
+    def __init__(self, clock: Clock = time.monotonic) -> None:
         self._clock = clock
         now = clock()
         self._control = TokenBucket(CONTROL_BURST, CONTROL_RATE, CONTROL_BURST, now)
