@@ -248,15 +248,29 @@ def kubelet_event(
     api_client: k8s_client.ApiClient, namespace: str, pod: Manifest, reason: str, message: str
 ) -> None:
     """A Warning about `pod`, recorded as the kubelet records one (a core/v1 Event)."""
+    source = {"component": "kubelet", "host": "node-1"}
+    component_event(api_client, namespace, pod, reason, message, source)
+
+
+def component_event(
+    api_client: k8s_client.ApiClient,
+    namespace: str,
+    regarding: Manifest,
+    reason: str,
+    message: str,
+    source: Manifest,
+) -> None:
+    """A Warning about `regarding`, recorded as Kubernetes' own components record one (a core/v1
+    Event, which the events.k8s.io API shows too)."""
     now = datetime.now(UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
-    meta = pod["metadata"]
+    meta = regarding["metadata"]
     body: Manifest = {
         "apiVersion": "v1",
         "kind": "Event",
         "metadata": {"generateName": f"{meta['name']}."},
         "involvedObject": {
-            "apiVersion": "v1",
-            "kind": "Pod",
+            "apiVersion": regarding["apiVersion"],
+            "kind": regarding["kind"],
             "name": meta["name"],
             "namespace": namespace,
             "uid": meta["uid"],
@@ -264,7 +278,7 @@ def kubelet_event(
         "reason": reason,
         "message": message,
         "type": "Warning",
-        "source": {"component": "kubelet", "host": "node-1"},
+        "source": source,
         "firstTimestamp": now,
         "lastTimestamp": now,
         "count": 1,

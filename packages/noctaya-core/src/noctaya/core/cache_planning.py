@@ -15,6 +15,12 @@ from dataclasses import dataclass
 from noctaya.core.errors import NoctayaError
 from noctaya.core.model_source import LiteralEnv, ResolvedModel, SecretEnv, SourceKind
 from noctaya.core.plan.container import Env
+from noctaya.core.plan.pod_security import (
+    HOST_PATH_CACHE,
+    Level,
+    PodSecurity,
+    host_folder_security,
+)
 from noctaya.core.values import Quantity
 from noctaya.core.values.go_text import go_quote
 
@@ -101,6 +107,8 @@ class PrewarmPlan:
     command: tuple[str, ...]
     registry_secret_name: str | None
     """The dockerconfigjson Secret mounted read-only for `--registry-config`, if any."""
+    pod_security: PodSecurity
+    """The Pod Security level the Job's pod meets."""
 
 
 def plan_cache(
@@ -179,7 +187,15 @@ def plan_prewarm(
         token_env=model.token_env,
         command=fetch_command(model, cache),
         registry_secret_name=model.oci_secret_name if oci else None,
+        pod_security=fetcher_security(cache.volume),
     )
+
+
+def fetcher_security(volume: CacheVolume) -> PodSecurity:
+    """A host folder keeps the Job from baseline; a claim does not."""
+    if isinstance(volume, HostPathCache):
+        return host_folder_security([f'"{CACHE_VOLUME_NAME}" ({HOST_PATH_CACHE})'])
+    return PodSecurity(Level.BASELINE, "the fetcher container sets no security context")
 
 
 def is_hub_steering(name: str) -> bool:

@@ -13,6 +13,8 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 
+from noctaya.core.plan.pod_security import PodSecurity
+
 IMAGE_PULL_FAILED = "ImagePullFailed"
 CONTAINER_CONFIG_ERROR = "ContainerConfigError"
 OOM_KILLED = "OOMKilled"
@@ -25,6 +27,7 @@ PROGRESS_DEADLINE_EXCEEDED = "ProgressDeadlineExceeded"
 ACTIVATING = "Activating"
 GATEWAY_UNAVAILABLE = "GatewayUnavailable"
 SCALED_OBJECT_NOT_READY = "ScaledObjectNotReady"
+POD_SECURITY_REJECTED = "PodSecurityRejected"
 
 _IMAGE_PULL_WAITING_REASONS = frozenset(
     {"ErrImagePull", "ImagePullBackOff", "InvalidImageName", "RegistryUnavailable"}
@@ -80,6 +83,7 @@ BACKEND = Tier(
         PROGRESS_DEADLINE_EXCEEDED: "Backend Deployment exceeded its progress deadline; "
         "inspect its Pods and events",
         ACTIVATING: "Waiting for the backend Deployment to create a serving Pod",
+        POD_SECURITY_REJECTED: "Pod Security admission rejects the backend Pods: {detail}",
     },
     loading_reason=MODEL_LOADING,
     config_errors=False,
@@ -102,6 +106,7 @@ GATEWAY = Tier(
         PROGRESS_DEADLINE_EXCEEDED: "Gateway Deployment exceeded its progress deadline; "
         "inspect its Pods and events",
         ACTIVATING: "Waiting for the gateway Deployment to create a gateway Pod",
+        POD_SECURITY_REJECTED: "Pod Security admission rejects the gateway Pods: {detail}",
     },
     loading_reason=STARTING,
     config_errors=True,
@@ -153,6 +158,8 @@ class DeploymentFacts:
     available_replicas: int = 0
     progressing_status: str | None = None
     progressing_reason: str | None = None
+    pod_security_rejection: str | None = None
+    """The API server's words while Pod Security admission refuses the Deployment's pods."""
 
     @property
     def progress_deadline_exceeded(self) -> bool:
@@ -240,11 +247,16 @@ def classify_pod(pod: PodFacts, tier: Tier = BACKEND) -> PodObservation:
 
 
 def observe_tier(
-    tier: Tier, deployment: DeploymentFacts, pods: Iterable[PodFacts]
+    tier: Tier,
+    deployment: DeploymentFacts,
+    pods: Iterable[PodFacts],
+    security: PodSecurity | None = None,
 ) -> TierObservation:
-    """Reduce a tier's Deployment and pods to one observation: deadline first, then worst pod."""
+    """Reduce a tier's Deployment and pods to one observation: pods refused by admission first,
+    then the deadline, then the worst pod. `security` is the level the tier's pods meet, which
+    a refusal's message names."""
     considered = [pod for pod in pods if pod.considered]
-    winner = _winning_observation(tier, deployment, considered)
+    winner = _winning_observation(tier, deployment, considered, security)
     return TierObservation(
         reason=winner.reason,
         message=winner.message,
@@ -266,9 +278,26 @@ def autoscaling_failure(scaled_object: ScaledObjectFacts | None) -> str | None:
     return f'KEDA reports ScaledObject "{scaled_object.name}" not ready{because}: {said}'
 
 
+def pod_security_rejection(message: str, rejection: str, security: PodSecurity | None) -> str:
+    """A tier's or a Job's `message` about pods Pod Security admission refused (`rejection`,
+    the API server's words), with the label that admits them when their level is known."""
+    detail = rejection.rstrip(". ")
+    if security is not None:
+        detail = f"{detail}; {security.admission_advice()}"
+    return message.format(detail=detail)
+
+
 def _winning_observation(
-    tier: Tier, deployment: DeploymentFacts, considered: list[PodFacts]
+    tier: Tier,
+    deployment: DeploymentFacts,
+    considered: list[PodFacts],
+    security: PodSecurity | None,
 ) -> PodObservation:
+    if deployment.pod_security_rejection:
+        message = pod_security_rejection(
+            tier.messages[POD_SECURITY_REJECTED], deployment.pod_security_rejection, security
+        )
+        return PodObservation(POD_SECURITY_REJECTED, message, degraded=True)
     has_workload = deployment.replicas > 0 or deployment.ready_replicas > 0 or bool(considered)
     if has_workload and deployment.progress_deadline_exceeded:
         message = tier.messages[PROGRESS_DEADLINE_EXCEEDED]

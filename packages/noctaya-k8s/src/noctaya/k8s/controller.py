@@ -3,8 +3,9 @@
 A service is reconciled when it changes, when an InferenceRuntime it names or whose vendor it
 selects changes, when an object it controls changes (the ScaledObject only on spec edits and
 when KEDA's `Ready` verdict changes, so the rest of KEDA's status churn costs nothing), when
-one of its backend, gateway or prewarm Pods changes, and when the kubelet reports a volume it
-cannot mount for one of its gateway Pods.
+one of its backend, gateway or prewarm Pods changes, when the kubelet reports a volume it
+cannot mount for one of its gateway Pods, and when the Job controller cannot create a pod of its
+prewarm Job (Pod Security admission refused it, for one).
 """
 
 from __future__ import annotations
@@ -14,7 +15,7 @@ from noctaya.core.api import API_GROUP
 from noctaya.core.plugins import VendorRegistry
 from noctaya.core.runtime_selection import may_choose
 from noctaya.k8s import kinds
-from noctaya.k8s.observe import MOUNT_EVENTS
+from noctaya.k8s.observe import JOB_CREATE_EVENTS, MOUNT_EVENTS
 from noctaya.k8s.reader import CachedReader
 from noctaya.k8s.reconciler import LLMServiceReconciler, OperatorSettings
 from noctaya.k8s.render.labels import GATEWAY, LLMSERVICE, MANAGED_BY, MANAGER
@@ -60,12 +61,22 @@ def pod_owner(pod: KubeObject) -> list[ObjectKey]:
 
 def event_pod_owner(pods: Store) -> Mapper:
     """A kubelet event about a pod concerns that pod's service, if the pod is one of ours."""
+    return _event_about(pods, pod_owner)
+
+
+def event_job_owner(jobs: Store, owner: Mapper) -> Mapper:
+    """The Job controller's event about a Job concerns the service that owns the Job."""
+    return _event_about(jobs, owner)
+
+
+def _event_about(objects: Store, owner: Mapper) -> Mapper:
+    """An event concerns the service of the cached object it is about (`owner` maps it)."""
 
     def keys(event: KubeObject) -> list[ObjectKey]:
         regarding = event.get("regarding") or {}
         namespace = str(regarding.get("namespace") or "")
-        pod = pods.get((namespace, str(regarding.get("name") or "")))
-        return pod_owner(pod) if pod is not None else []
+        found = objects.get((namespace, str(regarding.get("name") or "")))
+        return list(owner(found)) if found is not None else []
 
     return keys
 
@@ -114,16 +125,24 @@ def build_controller(
     pods = stores[kinds.POD] = manager.watch(
         kinds.POD.api_version, kinds.POD.kind, to_keys=pod_owner, label_selector=MANAGED
     )
-    stores[kinds.EVENT] = manager.watch(
-        kinds.EVENT.api_version,
-        kinds.EVENT.kind,
-        to_keys=event_pod_owner(pods),
-        field_selector=MOUNT_EVENTS,
-    )
+    events = [
+        manager.watch(
+            kinds.EVENT.api_version,
+            kinds.EVENT.kind,
+            to_keys=event_pod_owner(pods),
+            field_selector=MOUNT_EVENTS,
+        ),
+        manager.watch(
+            kinds.EVENT.api_version,
+            kinds.EVENT.kind,
+            to_keys=event_job_owner(stores[kinds.JOB], owner),
+            field_selector=JOB_CREATE_EVENTS,
+        ),
+    ]
     reconciler = LLMServiceReconciler(
         manager.resolver,
         vendors or VendorRegistry.discover(),
         settings,
-        reader=CachedReader(stores),
+        reader=CachedReader({**stores, kinds.EVENT: events}),
     )
     return manager, reconciler

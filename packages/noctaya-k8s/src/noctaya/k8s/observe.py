@@ -1,6 +1,6 @@
 """Translate the serving path's objects (API JSON, camelCase) into core observation facts: the
 backend's and the gateway's Deployment and Pods, the kubelet's FailedMount events about those
-Pods, and KEDA's ScaledObject.
+Pods, the Job controller's FailedCreate events, and KEDA's ScaledObject.
 
 Only the container status of each tier's own container (`serving`, `gateway`) is read:
 sidecars and init containers must not make a healthy tier look broken. Which pods count (not
@@ -26,6 +26,7 @@ from noctaya.core.observation import (
     autoscaling_failure,
     observe_tier,
 )
+from noctaya.core.plan.pod_security import PodSecurity
 
 SERVING_CONTAINER = "serving"
 GATEWAY_CONTAINER = "gateway"
@@ -34,7 +35,12 @@ MOUNT_EVENTS = f"regarding.kind=Pod,reason={FAILED_MOUNT}"
 """The field selector of the kubelet's events the operator reads: a volume it cannot mount."""
 _MOUNT_CAUSE = "MountVolume."
 """How the kubelet's per-attempt note begins; its periodic summary only lists the volumes."""
+FAILED_CREATE = "FailedCreate"
+JOB_CREATE_EVENTS = f"regarding.kind=Job,reason={FAILED_CREATE}"
+"""The field selector of the Job controller's events the operator reads: a pod it cannot create."""
 _CONTAINERS = {BACKEND.name: SERVING_CONTAINER, GATEWAY.name: GATEWAY_CONTAINER}
+_POD_SECURITY_VIOLATION = "violates PodSecurity "
+"""How Pod Security admission words a refusal (`violates PodSecurity "restricted:latest": …`)."""
 
 
 def pod_facts(
@@ -74,15 +80,45 @@ def pod_facts(
 
 
 def deployment_facts(deployment: Mapping[str, Any]) -> DeploymentFacts:
+    """The Deployment's counts and conditions; its ReplicaFailure condition (the ReplicaSet's
+    FailedCreate, copied by the deployment controller) when admission refuses its pods."""
     status = _mapping(deployment.get("status"))
     progressing = _condition(status, "Progressing")
+    failure = _condition(status, "ReplicaFailure")
+    refused = failure.get("status") == "True" and failure.get("reason") == FAILED_CREATE
     return DeploymentFacts(
         replicas=_integer(status.get("replicas")),
         ready_replicas=_integer(status.get("readyReplicas")),
         available_replicas=_integer(status.get("availableReplicas")),
         progressing_status=_string(progressing.get("status")),
         progressing_reason=_string(progressing.get("reason")),
+        pod_security_rejection=_pod_security_refusal(failure.get("message")) if refused else None,
     )
+
+
+def job_pod_security_rejection(
+    job: Mapping[str, Any], events: Iterable[Mapping[str, Any]]
+) -> str | None:
+    """The Job controller's newest word on a pod of `job` that Pod Security admission refused,
+    while the Job has no pod at all (once one is created, older refusals are history)."""
+    status = _mapping(job.get("status"))
+    if any(_integer(status.get(count)) for count in ("active", "succeeded", "failed")):
+        return None
+    metadata = _mapping(job.get("metadata"))
+    newest: tuple[datetime, str] | None = None
+    for event in events:
+        regarding = _mapping(event.get("regarding"))
+        if (
+            event.get("reason") != FAILED_CREATE
+            or regarding.get("kind") != "Job"
+            or regarding.get("name") != metadata.get("name")
+            or (regarding.get("uid") and regarding.get("uid") != metadata.get("uid"))
+        ):
+            continue
+        refusal = _pod_security_refusal(event.get("note"))
+        if refusal is not None and (newest is None or _event_time(event) > newest[0]):
+            newest = (_event_time(event), refusal)
+    return newest[1] if newest is not None else None
 
 
 def scaled_object_facts(scaled_object: Mapping[str, Any]) -> ScaledObjectFacts:
@@ -115,12 +151,14 @@ def observe_tier_objects(
     deployment: Mapping[str, Any] | None,
     pods: Iterable[Mapping[str, Any]],
     failures: Mapping[str, str] | None = None,
+    security: PodSecurity | None = None,
 ) -> TierObservation:
     """The core observation of one tier's Deployment (None: not there) and its listed pods,
-    with the mount failures (pod UID → note) the kubelet reported for them."""
+    with the mount failures (pod UID → note) the kubelet reported for them and the Pod Security
+    level the tier's pods meet."""
     container, failures = _CONTAINERS[tier.name], failures or {}
     facts = [pod_facts(pod, container, failures.get(_uid(pod))) for pod in pods]
-    return observe_tier(tier, deployment_facts(deployment or {}), facts)
+    return observe_tier(tier, deployment_facts(deployment or {}), facts, security)
 
 
 def observe_service(
@@ -131,11 +169,15 @@ def observe_service(
     gateway_pods: Iterable[Mapping[str, Any]],
     events: Iterable[Mapping[str, Any]],
     scaled_object: Mapping[str, Any] | None,
+    backend_security: PodSecurity | None = None,
+    gateway_security: PodSecurity | None = None,
 ) -> ServiceObservation:
-    """The whole serving path as the core sees it."""
+    """The whole serving path as the core sees it; the tiers' Pod Security levels, if known,
+    explain a refusal by admission."""
+    failures = mount_failures(events)
     return ServiceObservation(
-        backend=observe_tier_objects(BACKEND, backend, backend_pods),
-        gateway=observe_tier_objects(GATEWAY, gateway, gateway_pods, mount_failures(events)),
+        backend=observe_tier_objects(BACKEND, backend, backend_pods, security=backend_security),
+        gateway=observe_tier_objects(GATEWAY, gateway, gateway_pods, failures, gateway_security),
         autoscaling_failure=autoscaling_failure(
             scaled_object_facts(scaled_object) if scaled_object is not None else None
         ),
@@ -158,6 +200,12 @@ def _event_time(event: Mapping[str, Any]) -> datetime:
             except ValueError:
                 continue
     return datetime.min.replace(tzinfo=UTC)
+
+
+def _pod_security_refusal(message: Any) -> str | None:
+    """A pod creation error that Pod Security admission caused, as the API server worded it."""
+    text = _string(message)
+    return text if text is not None and _POD_SECURITY_VIOLATION in text else None
 
 
 def _uid(obj: Mapping[str, Any]) -> str:

@@ -8,7 +8,7 @@ object into the cache wakes the service again.
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from typing import Any, Protocol
 
 from kubernetes.dynamic.exceptions import NotFoundError
@@ -51,16 +51,27 @@ class ApiReader:
 
 
 class CachedReader:
-    """Reads from the watch caches of the kinds the controller watches."""
+    """Reads from the watch caches of the kinds the controller watches.
 
-    def __init__(self, stores: Mapping[ResourceKind, Store]) -> None:
-        self._stores = dict(stores)
+    A kind watched several times (events, each watch with its own field selector) reads as the
+    union of its caches, as the API server would list them together.
+    """
+
+    def __init__(self, stores: Mapping[ResourceKind, Store | Sequence[Store]]) -> None:
+        self._stores = {
+            kind: (found,) if isinstance(found, Store) else tuple(found)
+            for kind, found in stores.items()
+        }
 
     def get(self, kind: ResourceKind, namespace: str, name: str) -> KubeObject | None:
-        return self._stores[kind].get((namespace, name))
+        for store in self._stores[kind]:
+            found = store.get((namespace, name))
+            if found is not None:
+                return found
+        return None
 
     def list(self, kind: ResourceKind, namespace: str, label_selector: str) -> list[KubeObject]:
-        objects = self._stores[kind].list(namespace or None)
+        objects = [obj for store in self._stores[kind] for obj in store.list(namespace or None)]
         return [obj for obj in objects if selector_matches(label_selector, obj)]
 
 

@@ -13,11 +13,16 @@ import base64
 
 from kubernetes.client.exceptions import ApiException
 from noctaya.core.errors import NoctayaError
-from noctaya.core.observation import ServiceObservation
+from noctaya.core.observation import (
+    POD_SECURITY_REJECTED,
+    ServiceObservation,
+    pod_security_rejection,
+)
+from noctaya.core.plan.pod_security import RESTRICTED, PodSecurity
 from noctaya.core.plan.serving import ServingPlan
 from noctaya.k8s import kinds
 from noctaya.k8s.apply import Applier
-from noctaya.k8s.observe import observe_service
+from noctaya.k8s.observe import job_pod_security_rejection, observe_service
 from noctaya.k8s.planning import api_message, api_step
 from noctaya.k8s.reader import KubeObject, Reader
 from noctaya.k8s.render.labels import backend_pod_selector, gateway_pod_selector
@@ -28,6 +33,7 @@ AUTOSCALING_UNAVAILABLE_PREFIX = (
     "KEDA ScaledObject CRD is required before deploying an LLMService: "
 )
 _MIN_DEMAND_TOKEN = 32
+_PREWARM_REJECTED = "Pod Security admission rejects the pods of prewarm Job {job}: {{detail}}"
 
 
 class ClusterWorkloads:
@@ -92,11 +98,14 @@ class ClusterWorkloads:
 
     def observe(self, plan: ServingPlan) -> ServiceObservation:
         svc, reader = plan.service, self._reader
+        job = None
         if plan.prewarm is not None:
             job = api_step(
                 "ObservePrewarmJob", lambda: reader.get(kinds.JOB, svc.namespace, svc.prewarm_job)
             )
-            _check_prewarm_job(svc.prewarm_job, job)
+        events = api_step("ObservePodEvents", lambda: reader.list(kinds.EVENT, svc.namespace, ""))
+        if plan.prewarm is not None:
+            _check_prewarm_job(svc.prewarm_job, job, events, plan.prewarm.pod_security)
         return observe_service(
             backend=api_step(
                 "ObserveBackendDeployment",
@@ -116,13 +125,13 @@ class ClusterWorkloads:
                 "ObserveGatewayPods",
                 lambda: reader.list(kinds.POD, svc.namespace, gateway_pod_selector(svc)),
             ),
-            events=api_step(
-                "ObservePodEvents", lambda: reader.list(kinds.EVENT, svc.namespace, "")
-            ),
+            events=events,
             scaled_object=api_step(
                 "ObserveScaledObject",
                 lambda: reader.get(kinds.SCALED_OBJECT, svc.namespace, svc.name),
             ),
+            backend_security=plan.backend.pod_security,
+            gateway_security=RESTRICTED,
         )
 
 
@@ -145,9 +154,17 @@ def _check_demand_secret(secret: KubeObject) -> None:
         )
 
 
-def _check_prewarm_job(name: str, job: KubeObject | None) -> None:
+def _check_prewarm_job(
+    name: str, job: KubeObject | None, events: list[KubeObject], security: PodSecurity
+) -> None:
     for condition in ((job or {}).get("status") or {}).get("conditions") or []:
         if condition.get("type") == "Failed" and condition.get("status") == "True":
             raise NoctayaError(
                 "PrewarmFailed", f"prewarm Job {name} failed: {condition.get('message', '')}"
             )
+    refusal = job_pod_security_rejection(job, events) if job is not None else None
+    if refusal is not None:
+        raise NoctayaError(
+            POD_SECURITY_REJECTED,
+            pod_security_rejection(_PREWARM_REJECTED.format(job=name), refusal, security),
+        )

@@ -26,6 +26,7 @@ from noctaya.core.plan.container import (
     last_wins,
     toleration,
 )
+from noctaya.core.plan.pod_security import PodSecurity, backend_security
 from noctaya.core.ports import VendorAdapter
 from noctaya.core.templating import TemplateContext, render_args, render_env_values
 from noctaya.core.vendors import AcceleratorRequest
@@ -73,6 +74,8 @@ class BackendPlan:
     termination_grace_seconds: int | None
     scheduling: Scheduling
     image_pull_secrets: tuple[str, ...]
+    pod_security: PodSecurity
+    """The Pod Security level the serving pod meets, cache and init container included."""
 
 
 def scheduling_of(runtime: InferenceRuntime) -> Scheduling:
@@ -166,6 +169,12 @@ def plan_backend(
 
     port_name = rt.container.port.name
     health = HttpGet(port=port_name, path=HEALTH_PATH)
+    readiness = _health(rt.health.readiness, HealthCheck(http_get=health))
+    startup = _health(
+        rt.health.startup, HealthCheck(http_get=health, period_seconds=10, failure_threshold=60)
+    )
+    liveness = health_check(rt.health.liveness) if rt.health.liveness is not None else None
+    checks = [check for check in (readiness, startup, liveness) if check is not None]
     return BackendPlan(
         runtime=rt_name,
         image=rt.container.image,
@@ -176,12 +185,9 @@ def plan_backend(
         cpu=str(spec.resources.cpu) if spec.resources.cpu is not None else None,
         memory=str(spec.resources.memory) if spec.resources.memory is not None else None,
         limits=dict(accelerator.limits),
-        readiness=_health(rt.health.readiness, HealthCheck(http_get=health)),
-        startup=_health(
-            rt.health.startup,
-            HealthCheck(http_get=health, period_seconds=10, failure_threshold=60),
-        ),
-        liveness=health_check(rt.health.liveness) if rt.health.liveness is not None else None,
+        readiness=readiness,
+        startup=startup,
+        liveness=liveness,
         volumes=tuple(volumes),
         mounts=tuple(mounts),
         cache=cache,
@@ -189,4 +195,5 @@ def plan_backend(
         termination_grace_seconds=grace,
         scheduling=scheduling,
         image_pull_secrets=tuple(ref.name for ref in spec.image_pull_secrets if ref.name),
+        pod_security=backend_security(volumes, cache.volume if cache else None, checks),
     )
