@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import asyncio
 import os
+import signal
 import time
 from collections.abc import AsyncIterator, Callable
 from pathlib import Path
@@ -24,6 +25,7 @@ from noctaya.core.observation import (
 from noctaya.core.plan.serving import ServingPlan
 from noctaya.core.plugins import VendorRegistry
 from noctaya.core.ports import WorkloadOrchestrator
+from noctaya.gateway.local.errors import LocalRunError
 from noctaya.gateway.local.manifest import LocalManifest, load_manifest
 from noctaya.gateway.local.plan import local_plan, plan_local
 from noctaya.gateway.local.workloads import LocalService, LocalWorkloads
@@ -141,6 +143,28 @@ async def test_applying_the_same_plan_again_changes_nothing_and_a_new_plan_repla
     assert not pid_exists(gateway)
     assert second.gateway is not None
     assert second.gateway.pid != gateway
+
+
+async def test_processes_that_ended_are_started_again_by_the_same_plan(
+    tmp_path: Path, local: Callable[[Path], Local]
+) -> None:
+    service = local(manifest(tmp_path))
+    plan = service.plan()
+    service.workloads.apply(plan)
+    first = service.workloads.processes(plan.service)
+    await asyncio.wait_for(asyncio.shield(first.serving), DEADLINE)
+    assert first.gateway is not None
+    os.kill(first.gateway.pid, signal.SIGKILL)
+    with pytest.raises(LocalRunError, match="the gateway exited unexpectedly"):
+        await asyncio.wait_for(asyncio.shield(first.ended), DEADLINE)
+    assert not observe(service.workloads, plan).gateway.serving
+
+    service.workloads.apply(plan)
+
+    second = service.workloads.processes(plan.service)
+    assert second is not first
+    await asyncio.wait_for(asyncio.shield(second.serving), DEADLINE)
+    assert observe(service.workloads, plan).gateway.serving
 
 
 async def test_remove_stops_the_gateway_and_the_engine_and_frees_their_ports(

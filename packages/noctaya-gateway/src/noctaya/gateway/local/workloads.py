@@ -80,11 +80,11 @@ class LocalWorkloads:
         self._services: dict[ServiceIdentity, ServiceProcesses] = {}
 
     def apply(self, plan: ServingPlan) -> None:
-        """Start the service's processes, or replace them if its plan changed; must be called
-        on the event loop that runs them."""
+        """Start the service's processes, or replace them if its plan changed or they ended;
+        must be called on the event loop that runs them."""
         wanted = self._translate(plan)
         current = self._services.get(plan.service)
-        if current is not None and current.wanted == wanted:
+        if current is not None and current.wanted == wanted and not current.ended.done():
             return
         self._services[plan.service] = ServiceProcesses(wanted, self._environ, replaces=current)
 
