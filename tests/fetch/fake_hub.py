@@ -26,6 +26,9 @@ class Hub(FaultPlan):
     repo: str = "acme/tiny-model"
     token: str | None = None
     """When set, every request must carry `Authorization: Bearer <token>`."""
+    gated: bool = False
+    """Refuse as the Hugging Face Hub refuses a gated repository: 401 without a token, 403
+    with one that does not grant access (`X-Error-Code: GatedRepo`)."""
 
 
 def git_sha1(content: bytes) -> str:
@@ -56,7 +59,12 @@ class _Handler(BaseHTTPRequestHandler):
         path = unquote(urlsplit(self.path).path)
         query = urlsplit(self.path).query
         fault = hub.receive(self)
-        if hub.token is not None and self.headers.get("Authorization") != f"Bearer {hub.token}":
+        authorization = self.headers.get("Authorization")
+        if hub.token is not None and authorization != f"Bearer {hub.token}":
+            if hub.gated:
+                status = 403 if authorization else 401
+                refusal = {"error": f"Access to model {hub.repo} is restricted", "Code": status}
+                return self._json(status, refusal, {"X-Error-Code": "GatedRepo"})
             return self._json(401, {"error": "Invalid credentials", "Code": 401})
         if fault is not None and fault.kind == "status":
             return send_status(self, fault)

@@ -14,6 +14,7 @@ import pytest
 
 from .conftest import PASSWORD, model_files, tree_files
 from .fake_hub import Hub
+from .fault_proxy import proxy_to
 from .faults import Fault
 from .registry import USER, RunningRegistry, push_files
 
@@ -243,3 +244,47 @@ def test_an_oci_fetch_imports_no_api_models() -> None:
         [sys.executable, "-c", code], capture_output=True, text=True, timeout=60, check=True
     )
     assert result.stdout.strip() == "[]"
+
+
+@pytest.mark.parametrize(
+    ("uri", "endpoint"),
+    [
+        ("hf://acme/tiny-model", "HF_ENDPOINT"),
+        ("modelscope://acme/tiny-model", "MODELSCOPE_ENDPOINT"),
+    ],
+)
+def test_a_hub_behind_a_mirror_and_a_proxy_is_reached_through_them(
+    hub: Hub, tmp_path: Path, uri: str, endpoint: str
+) -> None:
+    """The mirror's name does not resolve here: only the proxy in HTTP_PROXY can reach it."""
+    with proxy_to(hub.url.removeprefix("http://")) as proxy:
+        mirror = {endpoint: "http://hub-mirror.invalid", "HTTP_PROXY": proxy.url, "NO_PROXY": ""}
+        result = run(uri, "--cache", str(tmp_path), env=mirror)
+
+    assert result.returncode == 0, result.stderr
+    assert tree_files(Path(result.stdout.strip())) == model_files()
+    assert proxy.requests, "every request went through the proxy"
+    assert len(proxy.requests) == len(hub.requests)
+
+
+def test_a_registry_behind_a_proxy_is_reached_through_it(
+    registry: RunningRegistry, tmp_path: Path
+) -> None:
+    source = tmp_path / "weights.bin"
+    source.write_bytes(b"proxied" * 1000)
+    digest = push_files(registry, "models/proxied", "v1", [source])
+    with proxy_to(registry.host) as proxy:
+        config = registry.config_file(tmp_path, host="registry.invalid:5000")
+        result = run(
+            f"oci://registry.invalid:5000/models/proxied@{digest}",
+            "--cache",
+            str(tmp_path / "cache"),
+            "--plain-http",
+            "--registry-config",
+            str(config),
+            env={"HTTP_PROXY": proxy.url, "NO_PROXY": ""},
+        )
+
+    assert result.returncode == 0, result.stderr
+    assert tree_files(Path(result.stdout.strip())) == {"weights.bin": b"proxied" * 1000}
+    assert any("/blobs/" in request.path for request in proxy.requests)

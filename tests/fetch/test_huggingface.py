@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import hashlib
 import time
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -41,18 +43,26 @@ def test_rerun_with_the_marker_present_makes_no_request(hub_env: Hub, tmp_path: 
     assert len(hub_env.requests) == before
 
 
-def test_connection_dropped_mid_file_resumes_with_a_range_request(
-    monkeypatch: pytest.MonkeyPatch, tmp_path: Path
-) -> None:
-    """The client resumes only whole 10 MiB chunks, so the weights are larger than that."""
-    files = model_files() | {"model.safetensors": bytes(range(256)) * 96 * 1024}
-    with serve(Hub(files=files)) as hub:
+LARGE = model_files() | {"model.safetensors": bytes(range(256)) * 96 * 1024}
+"""The client resumes only whole 10 MiB chunks, so these weights are larger than that."""
+
+
+@pytest.fixture
+def large_hub(monkeypatch: pytest.MonkeyPatch) -> Iterator[Hub]:
+    with serve(Hub(files=LARGE)) as hub:
         monkeypatch.setenv("HF_ENDPOINT", hub.url)
-        hub.fail(Fault("model.safetensors", "cut"))
+        yield hub
 
-        snapshot = fetch(tmp_path)
 
-    assert tree_files(snapshot) == files
+def test_connection_dropped_mid_file_resumes_with_a_range_request(
+    large_hub: Hub, tmp_path: Path
+) -> None:
+    hub = large_hub
+    hub.fail(Fault("model.safetensors", "cut"))
+
+    snapshot = fetch(tmp_path)
+
+    assert tree_files(snapshot) == LARGE
     first, resumed = hub.downloads("model.safetensors")
     assert "range" not in first.headers
     assert resumed.headers["range"].startswith("bytes=")
@@ -137,3 +147,42 @@ def test_wrong_bytes_fail_as_a_digest_mismatch_and_leave_nothing(
 
     assert not (tmp_path / REPO_FOLDER).exists()
     assert leftovers(tmp_path) == []
+
+
+WEIGHTS = model_files()["model.safetensors"]
+
+
+@pytest.mark.parametrize(
+    "left",
+    [WEIGHTS[:-1], WEIGHTS + b"x", b"X" * len(WEIGHTS)],
+    ids=["cut-short", "grown", "other-bytes"],
+)
+def test_a_blob_an_earlier_run_left_damaged_is_fetched_again(
+    hub_env: Hub, tmp_path: Path, left: bytes
+) -> None:
+    """The client trusts any blob it finds in its cache; this fetcher checks them first."""
+    blobs = tmp_path / "hf/hub/models--acme--tiny-model.partial/models--acme--tiny-model/blobs"
+    blobs.mkdir(parents=True)
+    (blobs / hashlib.sha256(WEIGHTS).hexdigest()).write_bytes(left)
+
+    snapshot = fetch(tmp_path)
+
+    assert tree_files(snapshot) == model_files()
+    assert len(hub_env.downloads("model.safetensors")) == 1
+    assert leftovers(tmp_path) == []
+
+
+def test_a_resume_the_hub_refuses_with_416_starts_the_file_again(
+    large_hub: Hub, tmp_path: Path
+) -> None:
+    hub = large_hub
+    hub.fail(Fault("model.safetensors", "cut"))
+    hub.fail(Fault("model.safetensors", "status", status=416))
+
+    snapshot = fetch(tmp_path)
+
+    assert tree_files(snapshot) == LARGE
+    first, refused, again = hub.downloads("model.safetensors")
+    assert "range" not in first.headers
+    assert refused.headers["range"].startswith("bytes=")
+    assert "range" not in again.headers

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 from pathlib import Path
 
 import pytest
@@ -82,7 +83,12 @@ def test_unauthorized_fails_at_once_and_a_token_from_a_mounted_file_is_used(
     hub_env: Hub, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     hub_env.token = "ms_secret_token"
-    with pytest.raises(PermanentFetchError, match=f"{URI}: download failed with HTTP 401"):
+    refused = (
+        f"{URI}: the hub answered HTTP 401 (unauthorized): set MODELSCOPE_API_TOKEN to a token "
+        "that grants access (for an LLMService, spec.model.source.secretRef names a Secret whose "
+        'key "token" holds it)'
+    )
+    with pytest.raises(PermanentFetchError, match=re.escape(refused)):
         fetch(tmp_path, RetryPolicy(attempts=5, initial=10))
     assert len(hub_env.requests) == 1
 
@@ -92,3 +98,36 @@ def test_unauthorized_fails_at_once_and_a_token_from_a_mounted_file_is_used(
     path = fetch(tmp_path / "cache")
 
     assert tree_files(path) == model_files()
+
+
+WEIGHTS = model_files()["model.safetensors"]
+HALF = len(WEIGHTS) // 2
+
+
+@pytest.mark.parametrize(
+    ("left", "status", "ranges"),
+    [
+        (WEIGHTS[:HALF], None, [f"bytes={HALF}-"]),
+        (WEIGHTS + b"x", None, [None]),
+        (b"X" * HALF, None, [f"bytes={HALF}-", None]),
+        (WEIGHTS[:HALF], 416, [f"bytes={HALF}-", None]),
+    ],
+    ids=["a-prefix", "grown", "other-bytes", "refused-with-416"],
+)
+def test_resuming_a_file_is_never_fatal(
+    hub_env: Hub, tmp_path: Path, left: bytes, status: int | None, ranges: list[str | None]
+) -> None:
+    """The client resumes its `.incomplete` file from an earlier run, and starts it again when
+    it is longer than the file, the hub refuses the range, or the bytes fail the SHA-256."""
+    partial = tmp_path / "modelscope/models/acme/tiny-model.partial"
+    partial.mkdir(parents=True)
+    (partial / "model.safetensors.incomplete").write_bytes(left)
+    if status is not None:
+        hub_env.fail(Fault("FilePath=model.safetensors", "status", status=status))
+
+    path = fetch(tmp_path)
+
+    assert tree_files(path) == model_files()
+    downloads = [r for r in hub_env.requests if "FilePath=model.safetensors" in r.path]
+    assert [r.headers.get("range") for r in downloads if r.method == "GET"] == ranges
+    assert leftovers(tmp_path) == []

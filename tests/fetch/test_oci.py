@@ -15,6 +15,7 @@ from pathlib import Path
 import pytest
 from noctaya.fetch.errors import PermanentFetchError
 from noctaya.fetch.oci import OciFetcher
+from noctaya.fetch.promotion import partial_of
 
 from .conftest import FAST_RETRY, leftovers, tree_files
 from .fault_proxy import Proxy, proxy_to
@@ -86,31 +87,6 @@ def test_rerun_with_the_marker_present_touches_no_registry(
     path = OciFetcher(retry=FAST_RETRY, plain_http=True).fetch(unreachable, cache)
 
     assert tree_files(path) == files
-
-
-def test_a_half_downloaded_blob_in_a_stale_partial_is_resumed(
-    registry: RunningRegistry, config: Path, pushed: tuple[str, dict[str, bytes]], tmp_path: Path
-) -> None:
-    """The kept bytes are trusted as a prefix and hashed with the rest: a correct prefix
-    completes, a corrupted one proves it was used by failing the digest check."""
-    uri, files = pushed
-    cache = tmp_path / "cache"
-    digest = _layer_digest(registry, uri, "README.md")
-    blob = registry.blob_file(digest).read_bytes()
-    part = destination(cache, uri).with_name(destination(cache, uri).name + ".partial")
-    part_file = part / "blobs" / (digest.removeprefix("sha256:") + ".part")
-    part_file.parent.mkdir(parents=True)
-    (part / "tree" / "stale").mkdir(parents=True)
-
-    part_file.write_bytes(b"X" * (len(blob) // 2))
-    with pytest.raises(PermanentFetchError, match=f"blob {digest} does not match its digest"):
-        fetcher(registry, config).fetch(uri, cache)
-
-    part_file.parent.mkdir(parents=True)
-    part_file.write_bytes(blob[: len(blob) // 2])
-    path = fetcher(registry, config).fetch(uri, cache)
-    assert tree_files(path) == files
-    assert leftovers(cache) == []
 
 
 def test_a_blob_whose_bytes_do_not_match_its_digest_fails_and_leaves_nothing(
@@ -365,3 +341,79 @@ def test_a_blob_cut_mid_transfer_resumes_with_a_range_request(
     first, resumed = [r for r in proxy.requests if r.path.endswith(layer)]
     assert "range" not in first.headers
     assert resumed.headers["range"] == f"bytes={3 * 1024 * 1024 // 2}-"
+
+
+RESUMES = {
+    # what the partial state holds → the Range header of each request for the blob, in order
+    "a-prefix": ("part", lambda blob: blob[: len(blob) // 2], None, ["bytes=HALF-"]),
+    "bytes-that-are-not-a-prefix": (
+        "part",
+        lambda blob: b"X" * (len(blob) // 2),
+        None,
+        ["bytes=HALF-", None],
+    ),
+    "more-bytes-than-the-blob": ("part", lambda blob: blob + b"extra", None, [None]),
+    "every-byte-before-the-rename": ("part", lambda blob: blob, None, []),
+    "as-many-bytes-but-others": ("part", lambda blob: b"X" * len(blob), None, [None]),
+    "a-prefix-the-registry-refuses-with-416": (
+        "part",
+        lambda blob: blob[: len(blob) // 2],
+        416,
+        ["bytes=HALF-", None],
+    ),
+    "a-finished-blob-cut-short": ("blob", lambda blob: blob[:-1], None, [None]),
+    "a-finished-blob-grown": ("blob", lambda blob: blob + b"x", None, [None]),
+}
+
+
+@pytest.mark.parametrize("case", list(RESUMES))
+def test_resuming_a_blob_is_never_fatal(
+    registry: RunningRegistry, proxy: Proxy, tmp_path: Path, case: str
+) -> None:
+    """Whatever an earlier run (or another writer) left, the blob completes: a resume that the
+    registry refuses, or whose bytes do not match, starts the blob again from its first byte."""
+    kept, content, status, ranges = RESUMES[case]
+    source = tmp_path / "weights.bin"
+    source.write_bytes(os.urandom(1024 * 1024))
+    digest = push_files(registry, "models/resume", "v1", [source])
+    uri = f"oci://{proxy.host}/models/resume@{digest}"
+    layer = _layer_digest(registry, uri, "weights.bin")
+    blob = registry.blob_file(layer).read_bytes()
+    cache = tmp_path / "cache"
+    blobs = partial_of(destination(cache, uri)) / "blobs"
+    blobs.mkdir(parents=True)
+    name = layer.removeprefix("sha256:") + (".part" if kept == "part" else "")
+    (blobs / name).write_bytes(content(blob))
+    if status is not None:
+        proxy.fail(Fault(f"/blobs/{layer}", "status", status=status))
+
+    path = fetcher(registry, registry.config_file(tmp_path, host=proxy.host)).fetch(uri, cache)
+
+    assert tree_files(path) == {"weights.bin": source.read_bytes()}
+    assert leftovers(cache) == []
+    sent = [r.headers.get("range") for r in proxy.requests if r.path.endswith(layer)]
+    assert sent == [r and r.replace("HALF", str(len(blob) // 2)) for r in ranges]
+
+
+def test_a_fresh_blob_that_does_not_match_its_digest_is_permanent(
+    registry: RunningRegistry, proxy: Proxy, tmp_path: Path
+) -> None:
+    """Resumed bytes that fail the digest earn one fresh download; a fresh one that fails is
+    the registry's content, and final."""
+    source = tmp_path / "weights.bin"
+    source.write_bytes(os.urandom(64 * 1024))
+    digest = push_files(registry, "models/resume-corrupt", "v1", [source])
+    uri = f"oci://{proxy.host}/models/resume-corrupt@{digest}"
+    layer = _layer_digest(registry, uri, "weights.bin")
+    registry.blob_file(layer).write_bytes(os.urandom(64 * 1024))
+    cache = tmp_path / "cache"
+    blobs = partial_of(destination(cache, uri)) / "blobs"
+    blobs.mkdir(parents=True)
+    (blobs / (layer.removeprefix("sha256:") + ".part")).write_bytes(b"X" * 1000)
+
+    with pytest.raises(PermanentFetchError, match=f"blob {layer} does not match its digest"):
+        fetcher(registry, registry.config_file(tmp_path, host=proxy.host)).fetch(uri, cache)
+
+    sent = [r.headers.get("range") for r in proxy.requests if r.path.endswith(layer)]
+    assert sent == ["bytes=1000-", None]
+    assert leftovers(cache) == []

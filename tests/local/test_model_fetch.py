@@ -128,7 +128,7 @@ def test_a_hub_secret_ref_needs_its_token_in_the_environment(
 
     assert main([str(manifest), "--cache", str(tmp_path / "models")]) == 2
     assert capsys.readouterr().err.strip() == (
-        'noctaya-local: LLMService spec.model.source.secretRef: local mode cannot read Secret '
+        "noctaya-local: LLMService spec.model.source.secretRef: local mode cannot read Secret "
         '"hub-token"; set HF_TOKEN (or HF_TOKEN_FILE, a file holding it) to the hub token'
     )
     assert hub.requests == []
@@ -138,3 +138,27 @@ def test_a_hub_secret_ref_needs_its_token_in_the_environment(
     assert local.wait_for(SUMMARY)
     assert local.stop() == 0
     assert "hf_local_secret" not in local.log()
+
+
+def test_two_local_modes_on_one_model_download_it_once(
+    hub: Hub, start_local: StartLocal, tmp_path: Path
+) -> None:
+    """Both fetch into one cache at once: one downloads, the other waits for it and starts
+    its engine on the same folder."""
+    cache = tmp_path / "models"
+    snapshot = cache / "hf/hub/models--acme--tiny-model/snapshots" / COMMIT
+    service = service_doc(model={"source": {"uri": MODEL}}, cache={"prewarm": True})
+    service["spec"]["scaling"]["min"] = 1
+    manifests = [
+        write_manifest(tmp_path / f"svc-{port}.yaml", runtime_doc(port), service)
+        for port in (PORT, PORT + 1)
+    ]
+
+    locals_ = [start_local(manifest, "--cache", str(cache)) for manifest in manifests]
+
+    for local in locals_:
+        assert local.wait_for(ENGINE_MODEL)["path"] == str(snapshot)
+    assert len(hub.downloads("weights.bin")) == 1
+    assert sum(local.count(SUMMARY) for local in locals_) == 1, "one of them fetched it"
+    for local in locals_:
+        assert local.stop() == 0

@@ -45,7 +45,8 @@ class ModelFetcher(Protocol):
     can resume from a half-written `.partial` and where in the cache the engine will look. It
     verifies, promotes atomically and writes the readiness marker last, so a reader waiting
     for the marker never sees a half-written model; with the marker present it touches no
-    network.
+    network. Another fetcher may work on the same cache: one owns a destination at a time, the
+    others wait and return its result.
     """
 
     def fetch(self, uri: str, cache: Path) -> Path:

@@ -2,7 +2,9 @@
 
 Progress goes to stderr (a line every few seconds for `kubectl logs`, a live bar on a
 terminal), then one summary line; the model's local directory goes to stdout. The exit code
-tells a Job controller whether another try can help.
+tells a Job controller whether another try can help. While another fetcher owns the same
+destination, the lines say whom this one waits for; it then ends on that fetcher's result, or
+takes over if it died.
 """
 
 from __future__ import annotations
@@ -34,14 +36,17 @@ def main(argv: Sequence[str] | None = None) -> int:
     # The hub clients' own tqdm bars would garble the log; tqdm reads TQDM_* when it is
     # imported, so the fetchers are imported only after this.
     os.environ.setdefault("TQDM_DISABLE", "1")
+    from noctaya.fetch.delivery import deliver
     from noctaya.fetch.errors import FetchError
+    from noctaya.fetch.layout import Target, locate
+    from noctaya.fetch.marker import marker_of, read_record, write_marker
+    from noctaya.fetch.ownership import Waiting
     from noctaya.fetch.progress import (
         Progress,
         ProgressReporter,
         format_bytes,
         format_duration,
     )
-    from noctaya.fetch.promotion import write_marker
     from noctaya.fetch.retry import RetryPolicy
     from noctaya.fetch.sources import FetchOptions, fetcher_for
 
@@ -57,17 +62,22 @@ def main(argv: Sequence[str] | None = None) -> int:
         concurrency=arguments.concurrency,
     )
     uri: str = arguments.uri
-    live = sys.stderr.isatty()
-    reporter = ProgressReporter(
-        progress, uri, sys.stderr, interval=arguments.progress_interval, live=live
-    )
+    waiting = Waiting(interval=arguments.progress_interval, timeout=arguments.wait_timeout)
     started = time.monotonic()
+
+    def fill(target: Target) -> None:
+        """The owner's part; the client libraries are imported only here."""
+        fetcher = fetcher_for(target.model.kind, options)
+        live = sys.stderr.isatty()
+        interval = arguments.progress_interval
+        with ProgressReporter(progress, uri, sys.stderr, interval=interval, live=live):
+            fetcher.fill(target)
+
     try:
-        fetcher = fetcher_for(uri, options)
-        with reporter:
-            path = fetcher.fetch(uri, arguments.cache)
+        target = locate(uri, arguments.cache)
+        delivered = deliver(target, fill, waiting)
         if arguments.ready_marker is not None:
-            write_marker(arguments.ready_marker)
+            write_marker(arguments.ready_marker, read_record(marker_of(target.destination)) or {})
     except FetchError as error:
         _failed(f"noctaya-fetch: {error}", arguments.termination_log)
         return EXIT_TRANSIENT if error.transient else EXIT_PERMANENT
@@ -75,10 +85,17 @@ def main(argv: Sequence[str] | None = None) -> int:
         _failed(f"noctaya-fetch: {uri}: {error}", arguments.termination_log)
         return EXIT_TRANSIENT
     elapsed = time.monotonic() - started
-    fetched = progress.done() - progress.resumed
-    if progress.total is None:
+    path = delivered.path
+    if delivered.completed_by is not None:
+        print(
+            f"noctaya-fetch: {uri}: completed by {delivered.completed_by} while this one "
+            f"waited ({format_duration(elapsed)}); ready at {path}",
+            file=sys.stderr,
+        )
+    elif not delivered.fetched or progress.total is None:
         print(f"noctaya-fetch: {uri}: already complete at {path}", file=sys.stderr)
     else:
+        fetched = progress.done() - progress.resumed
         rate = format_bytes(fetched / max(elapsed, 1e-6))
         print(
             f"noctaya-fetch: {uri}: fetched {format_bytes(fetched)} in "
@@ -143,10 +160,18 @@ def _parser() -> argparse.ArgumentParser:
         "(default /dev/termination-log)",
     )
     parser.add_argument(
+        "--wait-timeout",
+        type=float,
+        default=6 * 3600.0,
+        help="seconds to wait for another fetcher that is fetching the same model into the "
+        "same cache before giving up with exit code 75 (default 6 hours)",
+    )
+    parser.add_argument(
         "--progress-interval",
         type=float,
         default=5.0,
-        help="seconds between progress lines when stderr is not a terminal",
+        help="seconds between progress lines (and lines naming the fetcher waited for) when "
+        "stderr is not a terminal",
     )
     return parser
 

@@ -14,7 +14,14 @@ from pathlib import Path
 from noctaya.core.model_source import HF_TOKEN, MODELSCOPE_TOKEN
 from noctaya.fetch.errors import PermanentFetchError
 
-__all__ = ["HF_TOKEN", "MODELSCOPE_TOKEN", "check_registry_config", "hub_token"]
+__all__ = [
+    "HF_TOKEN",
+    "MODELSCOPE_TOKEN",
+    "check_registry_config",
+    "hub_refusal",
+    "hub_token",
+    "token_advice",
+]
 
 
 def hub_token(variable: str, source: str) -> str | None:
@@ -35,6 +42,22 @@ def hub_token(variable: str, source: str) -> str | None:
     if not value:
         raise PermanentFetchError(source, f"{file_variable}: {file_name} is empty")
     return value
+
+
+def token_advice(variable: str, *, sent: bool) -> str:
+    """What to do after a hub refused access: where the token goes, and for an LLMService
+    which field gives it."""
+    field = 'spec.model.source.secretRef names a Secret whose key "token" holds it'
+    if sent:
+        return f"the token in {variable} does not grant access (for an LLMService, {field})"
+    return f"set {variable} to a token that grants access (for an LLMService, {field})"
+
+
+def hub_refusal(source: str, status: int, variable: str, *, sent: bool) -> PermanentFetchError:
+    """A 401 or 403 from a hub: what it answered, and where a token that grants access goes."""
+    words = "unauthorized" if status == 401 else "forbidden"
+    advice = token_advice(variable, sent=sent)
+    return PermanentFetchError(source, f"the hub answered HTTP {status} ({words}): {advice}")
 
 
 def check_registry_config(path: Path, source: str) -> Path:

@@ -1,4 +1,4 @@
-"""The delivery both hub fetchers share: resume the `.partial`, retry, verify, promote.
+"""The fill both hub fetchers share: resume the `.partial`, retry, verify, promote.
 
 A transient failure keeps the `.partial` (what is complete there is not fetched again, and
 ModelScope's client resumes its half-written files from it); a permanent one removes it, so a
@@ -10,26 +10,26 @@ from __future__ import annotations
 import errno
 import hashlib
 import os
-import re
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
-from noctaya.core.errors import NoctayaError
-from noctaya.core.model_source import ResolvedModel, SourceKind, resolve_model
+from noctaya.fetch.delivery import Fetcher
 from noctaya.fetch.errors import FetchError, PermanentFetchError, TransientFetchError
+from noctaya.fetch.layout import Target
+from noctaya.fetch.ownership import Waiting
 from noctaya.fetch.progress import Progress
-from noctaya.fetch.promotion import is_complete, partial_of, promote, remove
+from noctaya.fetch.promotion import partial_of, promote, remove
 from noctaya.fetch.retry import RetryPolicy
 
-_REPO_ID = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.-]*/[A-Za-z0-9_.-]+")
 _CONNECTION_ERRNOS = frozenset(
     {errno.ECONNRESET, errno.ECONNREFUSED, errno.ECONNABORTED, errno.EPIPE, errno.ETIMEDOUT}
 )
 
 
-class HubFetcher:
-    """What both hub fetchers are built from: the retry policy, the progress, the endpoint."""
+class HubFetcher(Fetcher):
+    """What both hub fetchers are built from: the delivery, and the endpoint."""
 
     endpoint_variable: str
     """The environment variable naming the hub's endpoint when none is given."""
@@ -39,18 +39,39 @@ class HubFetcher:
         *,
         retry: RetryPolicy | None = None,
         progress: Progress | None = None,
+        waiting: Waiting | None = None,
         endpoint: str | None = None,
     ) -> None:
-        self._retry = retry or RetryPolicy()
-        self._progress = progress or Progress()
+        super().__init__(retry=retry, progress=progress, waiting=waiting)
         self._endpoint = endpoint
 
     def endpoint(self) -> str | None:
         """The given endpoint, else the variable's value read now (clients cache theirs)."""
         return self._endpoint or os.environ.get(self.endpoint_variable) or None
 
-    def deliver(self, destination: Path, steps: HubSteps) -> None:
-        deliver(destination, steps, retry=self._retry, progress=self._progress)
+    def fill_with(self, target: Target, steps: HubSteps) -> None:
+        """Fill the destination's `.partial`, verify it, promote it with what was verified."""
+        partial = partial_of(target.destination)
+        partial.mkdir(parents=True, exist_ok=True)
+        try:
+            total = self._retry.call(lambda: steps.measure(partial))
+            self._progress.begin(total, partial)
+            steps.salvage(partial)
+            self._retry.call(lambda: steps.download(partial))
+            tree = steps.tree(partial)
+            verified = steps.verify(tree)
+        except PermanentFetchError:
+            remove(partial)
+            raise
+        self._progress.settle()
+        promote(
+            tree, target.destination, source=target.uri, identity=target.identity, verified=verified
+        )
+        remove(partial)
+
+
+def _nothing_to_salvage(partial: Path) -> None:
+    return None
 
 
 @dataclass(frozen=True, slots=True)
@@ -63,42 +84,10 @@ class HubSteps:
     """Download everything into the `.partial` directory, resuming what is there."""
     tree: Callable[[Path], Path]
     """The directory inside the `.partial` that becomes the destination."""
-    verify: Callable[[Path], None]
-
-
-def resolve_hub_model(uri: str, kind: SourceKind) -> ResolvedModel:
-    """Parse the URI with the core's rules; the repo id must be `<owner>/<name>`."""
-    try:
-        model = resolve_model(uri)
-    except NoctayaError as error:
-        raise PermanentFetchError(uri, error.message) from None
-    if model.kind is not kind:
-        raise PermanentFetchError(uri, f"not a {kind.value}:// source")
-    if not _REPO_ID.fullmatch(model.path) or ".." in model.path:
-        raise PermanentFetchError(
-            uri, f"invalid repository id {model.path!r}: expected <owner>/<name>"
-        )
-    return model
-
-
-def deliver(destination: Path, steps: HubSteps, *, retry: RetryPolicy, progress: Progress) -> None:
-    """Fill `destination` unless its marker says it is complete (then touch no network)."""
-    if is_complete(destination):
-        return
-    partial = partial_of(destination)
-    partial.mkdir(parents=True, exist_ok=True)
-    try:
-        total = retry.call(lambda: steps.measure(partial))
-        progress.begin(total, partial)
-        retry.call(lambda: steps.download(partial))
-        tree = steps.tree(partial)
-        steps.verify(tree)
-    except PermanentFetchError:
-        remove(partial)
-        raise
-    progress.settle()
-    promote(tree, destination)
-    remove(partial)
+    verify: Callable[[Path], Mapping[str, Any]]
+    """Check the tree against the hub's digests; return what was checked, for the marker."""
+    salvage: Callable[[Path], None] = _nothing_to_salvage
+    """Drop what an earlier run left in the `.partial` that cannot be resumed."""
 
 
 def connection_failure(source: str, error: BaseException) -> FetchError | None:

@@ -1,8 +1,10 @@
 """`modelscope://` delivery through the modelscope client, into the layout it reuses.
 
 The client downloads into `<model dir>.partial/` (resuming its `.incomplete` files with HTTP
-ranges) and checks each file's SHA-256 against the hub's listing; this fetcher then checks that
-every listed file arrived with its listed size before the directory is renamed into place.
+ranges, and starting one again when it is longer than the file, the hub refuses the range or
+the bytes fail their SHA-256) and checks each file's SHA-256 against the hub's listing; this
+fetcher then checks that every listed file arrived with its listed size before the directory is
+renamed into place.
 """
 
 from __future__ import annotations
@@ -21,13 +23,10 @@ from modelscope.hub.errors import (  # type: ignore[import-untyped]
 from modelscope.hub.snapshot_download import (  # type: ignore[import-untyped]
     snapshot_download,
 )
-from noctaya.core.model_source import SourceKind
-from noctaya.fetch.credentials import MODELSCOPE_TOKEN, hub_token
+from noctaya.fetch.credentials import MODELSCOPE_TOKEN, hub_refusal, hub_token
 from noctaya.fetch.errors import FetchError, PermanentFetchError, TransientFetchError, http_failure
-from noctaya.fetch.hub import HubFetcher, HubSteps, causes, connection_failure, resolve_hub_model
-from noctaya.fetch.layout import modelscope_destination
-
-_REVISION = "master"
+from noctaya.fetch.hub import HubFetcher, HubSteps, causes, connection_failure
+from noctaya.fetch.layout import MODELSCOPE_REVISION, Target
 
 
 class ModelScopeFetcher(HubFetcher):
@@ -35,64 +34,70 @@ class ModelScopeFetcher(HubFetcher):
 
     endpoint_variable = "MODELSCOPE_ENDPOINT"
 
-    def fetch(self, uri: str, cache: Path) -> Path:
-        model = resolve_hub_model(uri, SourceKind.MODELSCOPE)
-        destination = modelscope_destination(model, cache)
+    def fill(self, target: Target) -> None:
+        uri, repository = target.uri, target.model.path
         token = hub_token(MODELSCOPE_TOKEN, uri)
         endpoint = self.endpoint()
-        listing: dict[str, int] = {}
+        listing: dict[str, dict[str, Any]] = {}
+
+        def classify(error: BaseException) -> FetchError:
+            return _classify(uri, error, token_sent=token is not None)
 
         def measure(partial: Path) -> int | None:
             try:
                 files: list[dict[str, Any]] = HubApi(
                     endpoint=endpoint, token=token
-                ).get_model_files(model.path, revision=_REVISION, recursive=True)
+                ).get_model_files(repository, revision=MODELSCOPE_REVISION, recursive=True)
             except Exception as error:
-                raise _classify(uri, error) from None
+                raise classify(error) from None
             listing.clear()
-            listing.update({str(entry["Path"]): int(entry["Size"]) for entry in files})
-            return sum(listing.values())
+            listing.update({str(entry["Path"]): entry for entry in files})
+            return sum(int(entry["Size"]) for entry in listing.values())
 
         def download(partial: Path) -> None:
             try:
                 snapshot_download(
-                    model.path,
-                    revision=_REVISION,
+                    repository,
+                    revision=MODELSCOPE_REVISION,
                     local_dir=str(partial),
                     token=token,
                     endpoint=endpoint,
                 )
             except Exception as error:
-                raise _classify(uri, error) from None
+                raise classify(error) from None
 
-        def verify(tree: Path) -> None:
-            for name, size in listing.items():
-                path = tree / name
+        def verify(tree: Path) -> dict[str, Any]:
+            """Every listed file with its listed size; the client checked each one's SHA-256."""
+            for name, entry in listing.items():
+                path, size = tree / name, int(entry["Size"])
                 if not path.is_file() or path.is_symlink():
                     raise PermanentFetchError(uri, f"{name} is missing after the download")
                 if path.stat().st_size != size:
                     raise PermanentFetchError(
                         uri, f"{name} has {path.stat().st_size} bytes, the hub lists {size}"
                     )
+            return {"sha256": {name: entry.get("Sha256") for name, entry in listing.items()}}
 
         steps = HubSteps(
             measure=measure, download=download, tree=lambda partial: partial, verify=verify
         )
-        self.deliver(destination, steps)
-        return destination
+        self.fill_with(target, steps)
 
 
-def _classify(uri: str, error: BaseException) -> FetchError:
+def _classify(uri: str, error: BaseException, *, token_sent: bool) -> FetchError:
     for link in causes(error):
         failed_files = getattr(link, "failed_files", None)
         if isinstance(failed_files, dict) and failed_files:
-            return _worst([_classify(uri, cause) for cause in failed_files.values()])
+            failures = failed_files.values()
+            return _worst([_classify(uri, cause, token_sent=token_sent) for cause in failures])
         if isinstance(link, FileIntegrityError):
             return PermanentFetchError(uri, f"digest mismatch: {link}")
         if isinstance(link, NotExistError):
             return PermanentFetchError(uri, "model not found (or private without a valid token)")
         if isinstance(link, InvalidParameter):
             return PermanentFetchError(uri, f"invalid request: {link}")
+        if isinstance(link, APIError) and link.status_code in (401, 403):
+            return hub_refusal(uri, link.status_code, MODELSCOPE_TOKEN, sent=token_sent)
         if isinstance(link, APIError) and link.status_code is not None:
             retry_after = getattr(link, "retry_after", None)
             return http_failure(

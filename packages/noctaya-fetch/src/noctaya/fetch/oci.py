@@ -14,11 +14,10 @@ from pathlib import Path
 
 import anyio
 import anyio.to_thread
-from noctaya.core.errors import NoctayaError
-from noctaya.core.model_source import SourceKind, resolve_model
 from noctaya.fetch.credentials import check_registry_config
+from noctaya.fetch.delivery import Fetcher
 from noctaya.fetch.errors import FetchError, PermanentFetchError, TransientFetchError
-from noctaya.fetch.layout import oci_destination
+from noctaya.fetch.layout import Target
 from noctaya.fetch.limits import DEFAULT_CONCURRENCY, DEFAULT_SIZE_CAP
 from noctaya.fetch.oci_layers import (
     TITLE,
@@ -28,12 +27,13 @@ from noctaya.fetch.oci_layers import (
     place_file,
 )
 from noctaya.fetch.oci_registry import DownloadStopped, Layer, RegistryClient
+from noctaya.fetch.ownership import Waiting
 from noctaya.fetch.progress import Progress
-from noctaya.fetch.promotion import fresh_directory, is_complete, partial_of, promote, remove
+from noctaya.fetch.promotion import fresh_directory, partial_of, promote, remove
 from noctaya.fetch.retry import RetryPolicy
 
 
-class OciFetcher:
+class OciFetcher(Fetcher):
     """A `ModelFetcher` for `oci://<registry>/<repository>@sha256:<digest>`."""
 
     def __init__(
@@ -41,46 +41,42 @@ class OciFetcher:
         *,
         retry: RetryPolicy | None = None,
         progress: Progress | None = None,
+        waiting: Waiting | None = None,
         registry_config: Path | None = None,
         plain_http: bool = False,
         size_cap: int = DEFAULT_SIZE_CAP,
         concurrency: int = DEFAULT_CONCURRENCY,
     ) -> None:
-        self._retry = retry or RetryPolicy()
-        self._progress = progress or Progress()
+        super().__init__(retry=retry, progress=progress, waiting=waiting)
         self._registry_config = registry_config
         self._plain_http = plain_http
         self._size_cap = size_cap
         self._concurrency = max(1, concurrency)
 
-    def fetch(self, uri: str, cache: Path) -> Path:
-        try:
-            model = resolve_model(uri)
-        except NoctayaError as error:
-            raise PermanentFetchError(uri, error.message) from None
-        if model.kind is not SourceKind.OCI or model.oci_reference is None:
-            raise PermanentFetchError(uri, "not an oci:// source")
-        destination = oci_destination(model, cache)
-        if is_complete(destination):
-            return destination
+    def fill(self, target: Target) -> None:
+        uri = target.uri
         config = self._registry_config
         if config is not None:
             check_registry_config(config, uri)
-        client = RegistryClient(
-            uri, model.oci_reference, plain_http=self._plain_http, registry_config=config
-        )
-        partial = partial_of(destination)
+        reference = str(target.model.oci_reference)
+        client = RegistryClient(uri, reference, plain_http=self._plain_http, registry_config=config)
+        partial = partial_of(target.destination)
         try:
-            tree = self._stage(uri, client, partial)
+            tree, layers = self._stage(uri, client, partial)
         except PermanentFetchError:
             remove(partial)
             raise
         self._progress.settle()
-        promote(tree, destination)
+        verified = {
+            "layers": [
+                {"digest": layer.digest, "title": layer.annotations[TITLE]} for layer in layers
+            ]
+        }
+        promote(tree, target.destination, source=uri, identity=target.identity, verified=verified)
         remove(partial)
-        return destination
 
-    def _stage(self, uri: str, client: RegistryClient, partial: Path) -> Path:
+    def _stage(self, uri: str, client: RegistryClient, partial: Path) -> tuple[Path, list[Layer]]:
+        """The artifact's tree, built from its verified blobs, and the layers it came from."""
         layers = self._retry.call(client.manifest)
         total = sum(layer.size for layer in layers)
         if total > self._size_cap:
@@ -107,7 +103,7 @@ class OciFetcher:
             else:
                 budget.spend(layer.size)
                 place_file(uri, blob, tree, title, keep_blob=uses[layer.digest] > 0)
-        return tree
+        return tree, layers
 
     async def _download_all(self, client: RegistryClient, layers: list[Layer], blobs: Path) -> None:
         """Download the missing blobs, `concurrency` at a time; the first failure stops the rest."""
@@ -117,7 +113,7 @@ class OciFetcher:
 
         def one(layer: Layer) -> None:
             target = blobs / layer.hex
-            if target.exists():
+            if target.exists() and target.stat().st_size == layer.size:
                 self._progress.advance(layer.size)
                 return
             part = target.with_name(target.name + ".part")

@@ -1,14 +1,16 @@
 """Talking to an OCI registry through the ORAS SDK, trusting no byte it has not hashed.
 
 The manifest is fetched by its pinned digest and hashed; each blob is streamed to disk while
-being hashed and counted, resumed with an HTTP range after a cut, and renamed into place only
-when its digest matches.
+being hashed and counted, resumed with an HTTP range after a cut (and started again when the
+registry will not resume or the resumed bytes do not match), and renamed into place only when
+its digest matches.
 """
 
 from __future__ import annotations
 
 import hashlib
 import json
+import logging
 import os
 import re
 import threading
@@ -16,7 +18,7 @@ from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from http.client import HTTPException, HTTPResponse
 from pathlib import Path
-from typing import Any
+from typing import Any, BinaryIO
 
 import requests
 from noctaya.fetch.errors import FetchError, PermanentFetchError, TransientFetchError, http_failure
@@ -34,6 +36,7 @@ _INDEX_TYPES = (
     "application/vnd.docker.distribution.manifest.list.v2+json",
 )
 _DIGEST = re.compile(r"sha256:(?P<hex>[a-f0-9]{64})")
+log = logging.getLogger("noctaya.fetch")
 _CHUNK = 1 << 20
 """Bytes read, hashed and written per step, in one buffer reused for the whole blob."""
 
@@ -48,6 +51,10 @@ class Layer:
     @property
     def hex(self) -> str:
         return self.digest.removeprefix("sha256:")
+
+
+class _ResumeRefused(Exception):
+    """The registry will not continue a blob where its partial file ends."""
 
 
 class DownloadStopped(PermanentFetchError):
@@ -114,22 +121,81 @@ class RegistryClient:
     ) -> None:
         """Stream `layer` into `target`, resuming `<target>.part`; verify, then rename into place.
 
-        `advance` gets every new byte (the caller counts a resumed `.part` once, up front).
+        A resume that cannot be trusted starts the blob again from its first byte: a `.part`
+        longer than the blob, a 416 or a range other than the one asked for, and resumed bytes
+        whose digest does not match. Only a fresh download that does not match is permanent.
+        `advance` gets every new byte; the caller counts a resumed `.part` once, up front, and
+        a restart takes those bytes back.
         """
         part = target.with_name(target.name + ".part")
+        descriptor = os.open(part, os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o644)
+        with os.fdopen(descriptor, "r+b") as output:
+            offset = os.fstat(descriptor).st_size
+            if offset > layer.size:
+                self._restart(layer, output, advance, f"its partial file has {offset} bytes")
+                offset = 0
+            try:
+                if offset == layer.size:  # every byte arrived before the rename: nothing to ask
+                    digest, resumed = _file_digest(output), True
+                else:
+                    digest, resumed = self._transfer(layer, output, offset, advance, stop)
+            except _ResumeRefused as refused:
+                self._restart(layer, output, advance, str(refused))
+                digest, resumed = self._transfer(layer, output, 0, advance, stop)
+            if digest != layer.hex and resumed:
+                self._restart(layer, output, advance, "the resumed bytes do not match its digest")
+                digest, resumed = self._transfer(layer, output, 0, advance, stop)
+            if digest != layer.hex:
+                raise PermanentFetchError(
+                    self._source,
+                    f"blob {layer.digest} does not match its digest (got sha256:{digest})",
+                )
+            if os.stat(part).st_ino != os.fstat(descriptor).st_ino:
+                raise TransientFetchError(
+                    self._source, f"the partial file of blob {layer.digest} was replaced"
+                )
+        os.replace(part, target)
+
+    def _restart(
+        self, layer: Layer, output: BinaryIO, advance: Callable[[int], None], reason: str
+    ) -> None:
+        """Empty the partial file and take back the bytes it was counted with."""
+        held = os.fstat(output.fileno()).st_size
+        log.warning("%s: starting blob %s again: %s", self._source, layer.digest, reason)
+        output.seek(0)
+        output.truncate()
+        advance(-held)
+
+    def _transfer(
+        self,
+        layer: Layer,
+        output: BinaryIO,
+        offset: int,
+        advance: Callable[[int], None],
+        stop: threading.Event,
+    ) -> tuple[str, bool]:
+        """Fill `output` from `offset` to the blob's end; return the whole file's digest and
+        whether the bytes before `offset` were used.
+
+        Raises `_ResumeRefused` when the registry will not resume at `offset`.
+        """
         hasher = hashlib.sha256()
-        offset = part.stat().st_size if part.exists() else 0
-        if offset > layer.size:
-            part.unlink()
-            offset = 0
         if offset:
-            _hash_file(part, hasher)
+            output.seek(0)
+            _hash_prefix(output, offset, hasher)
         headers = {"Range": f"bytes={offset}-"} if offset else {}
         url = f"{self._connect().prefix}://{self._container.get_blob_url(layer.digest)}"
         if stop.is_set():
             raise DownloadStopped(self._source, "stopped after another blob failed")
         response = self._request(url, headers, stream=True)
         with response:
+            if offset and response.status_code == 416:
+                raise _ResumeRefused(f"the registry refused to resume at byte {offset} (HTTP 416)")
+            if offset and response.status_code == 206 and not _starts_at(response, offset):
+                raise _ResumeRefused(
+                    f"asked for bytes from {offset}, the registry sent "
+                    f"{response.headers.get('Content-Range')!r}"
+                )
             if response.status_code == 200 and offset:
                 advance(-offset)  # the registry ignored the range: the bytes come again
                 hasher, offset = hashlib.sha256(), 0
@@ -140,46 +206,41 @@ class RegistryClient:
                     f"download of blob {layer.digest}",
                     response.headers.get("Retry-After"),
                 )
+            resumed = offset > 0
             written = offset
             body = _body(response)
-            with part.open("r+b" if offset else "wb") as output:
-                output.seek(offset)
-                output.truncate()
-                writeback = Writeback(output, offset)
-                while True:
-                    try:
-                        chunk = next(body, None)
-                    except (requests.RequestException, HTTPException, OSError) as error:
-                        raise _connection_error(self._source, error) from None
-                    if chunk is None:
-                        break
-                    if stop.is_set():
-                        raise DownloadStopped(self._source, "stopped after another blob failed")
-                    written += len(chunk)
-                    if written > layer.size:
-                        part.unlink()
-                        raise PermanentFetchError(
-                            self._source,
-                            f"blob {layer.digest} is larger than the {layer.size} bytes "
-                            "its descriptor declares",
-                        )
-                    output.write(chunk)
-                    hasher.update(chunk)
-                    advance(len(chunk))
-                    writeback.written_to(written)
-                output.flush()
-                os.fsync(output.fileno())
+            output.seek(offset)
+            output.truncate()
+            writeback = Writeback(output, offset)
+            while True:
+                try:
+                    chunk = next(body, None)
+                except (requests.RequestException, HTTPException, OSError) as error:
+                    raise _connection_error(self._source, error) from None
+                if chunk is None:
+                    break
+                if stop.is_set():
+                    raise DownloadStopped(self._source, "stopped after another blob failed")
+                written += len(chunk)
+                if written > layer.size:
+                    if resumed:
+                        raise _ResumeRefused(f"the resumed blob runs past its {layer.size} bytes")
+                    raise PermanentFetchError(
+                        self._source,
+                        f"blob {layer.digest} is larger than the {layer.size} bytes "
+                        "its descriptor declares",
+                    )
+                output.write(chunk)
+                hasher.update(chunk)
+                advance(len(chunk))
+                writeback.written_to(written)
+            output.flush()
+            os.fsync(output.fileno())
         if written < layer.size:
             raise TransientFetchError(
                 self._source, f"blob {layer.digest} ended after {written} of {layer.size} bytes"
             )
-        if hasher.hexdigest() != layer.hex:
-            part.unlink()
-            raise PermanentFetchError(
-                self._source,
-                f"blob {layer.digest} does not match its digest (got sha256:{hasher.hexdigest()})",
-            )
-        os.replace(part, target)
+        return hasher.hexdigest(), resumed
 
     def _connect(self) -> _Registry:
         """The SDK client, with the auth scheme the registry asks for and the mounted config."""
@@ -275,10 +336,25 @@ def _body(response: requests.Response) -> Iterator[bytes | memoryview]:
         yield buffer[:count]
 
 
-def _hash_file(path: Path, hasher: Any) -> None:
-    with path.open("rb") as handle:
-        while chunk := handle.read(_CHUNK):
-            hasher.update(chunk)
+def _hash_prefix(source: BinaryIO, length: int, hasher: Any) -> None:
+    """Hash the first `length` bytes of `source`, read from its start."""
+    left = length
+    while left and (chunk := source.read(min(_CHUNK, left))):
+        hasher.update(chunk)
+        left -= len(chunk)
+
+
+def _file_digest(source: BinaryIO) -> str:
+    hasher = hashlib.sha256()
+    source.seek(0)
+    _hash_prefix(source, os.fstat(source.fileno()).st_size, hasher)
+    return hasher.hexdigest()
+
+
+def _starts_at(response: requests.Response, offset: int) -> bool:
+    """Whether a 206 carries the bytes from `offset` on (`Content-Range: bytes <offset>-…`)."""
+    match = re.fullmatch(r"bytes (\d+)-\d+/(\d+|\*)", response.headers.get("Content-Range", ""))
+    return match is not None and int(match.group(1)) == offset
 
 
 def _connection_error(source: str, error: Exception) -> FetchError:

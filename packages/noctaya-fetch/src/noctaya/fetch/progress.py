@@ -55,7 +55,7 @@ class Progress:
             directory = self._directory
             if directory is None:
                 return self._counted
-        size = _tree_size(directory)
+        size = tree_size(directory)
         with self._lock:
             if size is not None:
                 # The directory also holds the client's metadata: never report past the total.
@@ -165,7 +165,7 @@ def _eta(done: int, total: int, rate: float) -> str:
     return format_duration((total - done) / rate)
 
 
-def _tree_size(directory: Path) -> int | None:
+def tree_size(directory: Path) -> int | None:
     """Bytes of the regular files under `directory`; None while it does not exist."""
     total = 0
     try:

@@ -1,8 +1,10 @@
 """Atomic promotion: a model appears in the cache complete, with its marker, or not at all.
 
 Every fetcher writes into `<destination>.partial`, verifies it, renames it into place with one
-`os.replace`, and writes the marker last; backends wait for the marker, so a crash at any
-point leaves either no marker or a complete tree with its marker.
+`os.replace`, checks that what now sits at the destination is the tree it verified, and writes
+the marker last, recording what it verified; backends wait for the marker, so a crash at any
+point leaves either no marker or a complete tree with its marker. Only the destination's owner
+(`noctaya.fetch.ownership`) promotes.
 """
 
 from __future__ import annotations
@@ -11,21 +13,13 @@ import ctypes
 import os
 import shutil
 import sys
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from functools import cache
 from pathlib import Path
-from typing import BinaryIO
+from typing import Any, BinaryIO
 
-from noctaya.core.model_source import READY_MARKER
-
-
-def marker_of(destination: Path) -> Path:
-    return destination / READY_MARKER
-
-
-def is_complete(destination: Path) -> bool:
-    """The marker is a regular file, as the backend's wait-for-prewarm check requires."""
-    return marker_of(destination).is_file()
+from noctaya.fetch.errors import TransientFetchError
+from noctaya.fetch.marker import listing, marker_of, new_record, sync_directory, write_marker
 
 
 def partial_of(destination: Path) -> Path:
@@ -46,12 +40,24 @@ def fresh_directory(path: Path) -> Path:
     return path
 
 
-def promote(tree: Path, destination: Path) -> None:
-    """Make `tree` the destination and mark it complete; `tree` must be on the same filesystem.
+def promote(
+    tree: Path,
+    destination: Path,
+    *,
+    source: str,
+    identity: Mapping[str, str],
+    verified: Mapping[str, Any],
+) -> None:
+    """Make the verified `tree` the destination and mark it; `tree` must be on the same
+    filesystem.
 
-    A destination left from an unfinished earlier attempt (no marker) is swapped aside first,
-    because a rename cannot replace a non-empty directory.
+    A destination left from an unfinished or untrusted earlier attempt is swapped aside first,
+    because a rename cannot replace a non-empty directory. The marker is written only if the
+    directory now at the destination is the one verified (the same inode: a rename keeps it)
+    with the same files and sizes.
     """
+    files = listing(tree)
+    verified_tree = os.stat(tree)
     _sync_tree(tree)
     destination.parent.mkdir(parents=True, exist_ok=True)
     stale = destination.with_name(destination.name + ".stale")
@@ -60,16 +66,15 @@ def promote(tree: Path, destination: Path) -> None:
         os.replace(destination, stale)
     os.replace(tree, destination)
     remove(stale)
-    _sync_directory(destination.parent)
-    write_marker(marker_of(destination))
-
-
-def write_marker(marker: Path) -> None:
-    """Create an empty marker file durably: flushed, with its directory entry flushed too."""
-    marker.parent.mkdir(parents=True, exist_ok=True)
-    with marker.open("wb") as handle:
-        os.fsync(handle.fileno())
-    _sync_directory(marker.parent)
+    sync_directory(destination.parent)
+    placed = os.stat(destination)
+    if (placed.st_dev, placed.st_ino) != (verified_tree.st_dev, verified_tree.st_ino) or (
+        listing(destination) != files
+    ):
+        raise TransientFetchError(
+            source, f"{destination} changed while it was promoted; it is left unmarked"
+        )
+    write_marker(marker_of(destination), new_record(source, identity, verified, files))
 
 
 WRITEBACK_STEP = 16 << 20
@@ -131,12 +136,4 @@ def _sync_tree(tree: Path) -> None:
                 os.fsync(descriptor)
             finally:
                 os.close(descriptor)
-        _sync_directory(Path(root))
-
-
-def _sync_directory(directory: Path) -> None:
-    descriptor = os.open(directory, os.O_RDONLY | os.O_DIRECTORY)
-    try:
-        os.fsync(descriptor)
-    finally:
-        os.close(descriptor)
+        sync_directory(Path(root))

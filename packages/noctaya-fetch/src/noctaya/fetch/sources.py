@@ -1,7 +1,7 @@
-"""Which fetcher serves a model URI.
+"""Which fetcher serves a source kind.
 
-Each fetcher is imported only when its scheme is asked for: a Job fetches one source, and the
-hub clients take seconds to import on a busy node.
+Each fetcher is imported only when its kind is asked for, and only by the destination's owner:
+a Job fetches one source, and the hub clients take seconds to import on a busy node.
 """
 
 from __future__ import annotations
@@ -9,10 +9,8 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from noctaya.core.errors import NoctayaError
-from noctaya.core.model_source import SourceKind, resolve_model
-from noctaya.core.ports import ModelFetcher
-from noctaya.fetch.errors import PermanentFetchError
+from noctaya.core.model_source import SourceKind
+from noctaya.fetch.delivery import Fetcher
 from noctaya.fetch.limits import DEFAULT_CONCURRENCY, DEFAULT_SIZE_CAP
 from noctaya.fetch.progress import Progress
 from noctaya.fetch.retry import RetryPolicy
@@ -28,12 +26,8 @@ class FetchOptions:
     concurrency: int = DEFAULT_CONCURRENCY
 
 
-def fetcher_for(uri: str, options: FetchOptions) -> ModelFetcher:
-    """The fetcher for `uri`'s scheme; `pvc://` and unknown schemes are permanent errors."""
-    try:
-        kind = resolve_model(uri).kind
-    except NoctayaError as error:
-        raise PermanentFetchError(uri, error.message) from None
+def fetcher_for(kind: SourceKind, options: FetchOptions) -> Fetcher:
+    """The fetcher for a source kind (`noctaya.fetch.layout.locate` refuses the others)."""
     if kind is SourceKind.HF:
         from noctaya.fetch.huggingface import HuggingFaceFetcher
 
@@ -42,17 +36,13 @@ def fetcher_for(uri: str, options: FetchOptions) -> ModelFetcher:
         from noctaya.fetch.modelscope import ModelScopeFetcher
 
         return ModelScopeFetcher(retry=options.retry, progress=options.progress)
-    if kind is SourceKind.OCI:
-        from noctaya.fetch.oci import OciFetcher
+    from noctaya.fetch.oci import OciFetcher
 
-        return OciFetcher(
-            retry=options.retry,
-            progress=options.progress,
-            registry_config=options.registry_config,
-            plain_http=options.plain_http,
-            size_cap=options.size_cap,
-            concurrency=options.concurrency,
-        )
-    raise PermanentFetchError(
-        uri, "pvc:// sources are mounted read-only; there is nothing to fetch"
+    return OciFetcher(
+        retry=options.retry,
+        progress=options.progress,
+        registry_config=options.registry_config,
+        plain_http=options.plain_http,
+        size_cap=options.size_cap,
+        concurrency=options.concurrency,
     )
