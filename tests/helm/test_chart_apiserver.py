@@ -33,12 +33,31 @@ RENDERS: list[tuple[str, Manifest | None]] = [
                 "registry": "registry.example.com/ai",
                 "tag": "1.2.3",
                 "pullPolicy": "Always",
+                "fetch": "noctaya-fetch",
             },
             "imagePullSecrets": [{"name": "ghcr"}],
             "operator": {
                 "replicas": 3,
                 "nodeSelector": {"node-role/ops": "true"},
                 "tolerations": [{"key": "dedicated", "operator": "Exists", "effect": "NoSchedule"}],
+                "affinity": {
+                    "nodeAffinity": {
+                        "requiredDuringSchedulingIgnoredDuringExecution": {
+                            "nodeSelectorTerms": [
+                                {"matchExpressions": [{"key": "ops", "operator": "Exists"}]}
+                            ]
+                        }
+                    }
+                },
+                "priorityClassName": "system-cluster-critical",
+                "podAnnotations": {"example.com/owner": "platform"},
+                "podLabels": {"team": "platform"},
+                "podSecurityContext": {"runAsNonRoot": True, "runAsUser": 65532},
+                "extraArgs": ["--enable-http2=false"],
+                "extraEnv": [{"name": "HTTPS_PROXY", "value": "http://proxy.example:3128"}],
+                "logFormat": "console",
+                "logLevel": "debug",
+                "metrics": {"enabled": True},
             },
             "gateway": {"replicas": 2},
             "serviceAccount": {"annotations": {"example.com/owner": "platform"}},

@@ -80,6 +80,8 @@ def test_manager_runs_the_operator_with_the_packaging_args(default_render: list[
         "--gateway-image=ghcr.io/noctaya/noctaya:0.1.0",
         "--gateway-replicas=1",
         "--max-concurrent-reconciles=8",
+        "--log-format=json",
+        "--log-level=info",
     ]
 
 

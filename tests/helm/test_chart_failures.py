@@ -23,36 +23,70 @@ COUNTS = ["operator.replicas", "gateway.replicas", "operator.maxConcurrentReconc
 
 @pytest.mark.parametrize("field", COUNTS)
 @pytest.mark.parametrize(
-    ("value", "shown"),
-    [(0, "0"), (-1, "-1"), (2147483648, "2147483648"), (1.5, "1.5"), ("two", '"two"')],
+    ("value", "refusal"),
+    [
+        (0, "minimum: got 0, want 1"),
+        (-1, "minimum: got -1, want 1"),
+        (2147483648, "maximum: got 2.147483648"),
+        (1.5, "got number, want integer"),
+        ("two", "got string, want integer"),
+    ],
 )
-def test_replica_counts_outside_int32_or_not_whole_fail(
-    helm: Helm, field: str, value: object, shown: str
+def test_replica_counts_outside_int32_or_not_whole_fail_naming_the_value(
+    helm: Helm, field: str, value: object, refusal: str
 ) -> None:
     section, key = field.split(".")
     message = helm.failure({section: {key: value}})
-    assert f"{field} must be an integer between 1 and 2147483647, got {shown}" in message
+    assert f"at '/{section}/{key}': {refusal}" in message
+
+
+@pytest.mark.parametrize("field", COUNTS)
+def test_an_emptied_replica_count_fails_instead_of_rendering_zero(helm: Helm, field: str) -> None:
+    """A null in values deletes the key: the schema requires it back."""
+    section, key = field.split(".")
+    assert f"at '/{section}': missing property '{key}'" in helm.failure({section: {key: None}})
 
 
 @pytest.mark.parametrize("field", COUNTS)
 def test_replica_counts_from_set_are_checked_too(helm: Helm, field: str) -> None:
-    message = helm.failure(None, f"{field}=0")
-    assert f"{field} must be an integer between 1 and 2147483647, got 0" in message
+    section, key = field.split(".")
+    assert f"at '/{section}/{key}': minimum: got 0, want 1" in helm.failure(None, f"{field}=0")
 
 
-def test_an_emptied_replica_count_fails_instead_of_rendering_null(helm: Helm) -> None:
-    message = helm.failure({"gateway": {"replicas": None}})
-    assert "gateway.replicas must be an integer between 1 and 2147483647, got null" in message
+@pytest.mark.parametrize(
+    ("values", "refusal"),
+    [
+        (
+            {"operator": {"leaderElect": "yes"}},
+            "at '/operator/leaderElect': got string, want boolean",
+        ),
+        ({"operator": {"logFormat": "xml"}}, "at '/operator/logFormat': value must be one of"),
+        ({"operator": {"logLevel": "loud"}}, "at '/operator/logLevel': 'anyOf' failed"),
+        ({"operator": {"extraArgs": "--x"}}, "at '/operator/extraArgs': got string, want array"),
+        ({"operator": {"podLabels": {"team": 1}}}, "at '/operator/podLabels/team': got number"),
+        ({"operator": {"metrics": {"port": 70000}}}, "at '/operator/metrics/port': maximum"),
+        ({"image": {"pullPolicy": "Sometimes"}}, "at '/image/pullPolicy': value must be one of"),
+        (
+            {"operator": {"replica": 3}},
+            "at '/operator': additional properties 'replica' not allowed",
+        ),
+    ],
+)
+def test_values_of_the_wrong_type_or_unknown_fail_naming_the_value(
+    helm: Helm, values: dict[str, object], refusal: str
+) -> None:
+    assert refusal in helm.failure(values)
+
+
+def test_helm_lint_refuses_a_value_the_schema_refuses(helm: Helm) -> None:
+    result = helm.run("lint", "--strict", str(CHART), "--set", "operator.replicas=0")
+    assert result.returncode != 0
+    assert "at '/operator/replicas': minimum: got 0, want 1" in result.stdout + result.stderr
 
 
 def test_several_operators_without_leader_election_fail(helm: Helm) -> None:
     message = helm.failure({"operator": {"leaderElect": False}})
     assert "operator.replicas > 1 requires operator.leaderElect=true" in message
-
-
-def test_leader_election_must_be_a_boolean(helm: Helm) -> None:
-    message = helm.failure(None, "operator.leaderElect=yes")
-    assert 'operator.leaderElect must be true or false, got "yes"' in message
 
 
 def test_clusters_older_than_the_chart_supports_are_refused(helm: Helm) -> None:

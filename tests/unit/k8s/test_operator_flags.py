@@ -42,7 +42,7 @@ def test_defaults_are_the_documented_defaults() -> None:
         fetch_image=DEFAULT_GATEWAY_IMAGE,
         max_concurrent_reconciles=8,
         kubeconfig=None,
-        zap_devel=True,
+        zap_devel=False,
         log_format=None,
         log_level=None,
     )

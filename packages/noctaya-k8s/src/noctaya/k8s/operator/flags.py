@@ -165,8 +165,9 @@ def build_parser() -> argparse.ArgumentParser:
     _bool_flag(
         parser,
         "--zap-devel",
-        True,
-        "development logging: human-readable text from debug level; false: JSON lines from info",
+        False,
+        "development logging: human-readable text from debug level; false: JSON lines from "
+        "info, what a log pipeline reads",
     )
     add(
         "--zap-encoder",

@@ -1,8 +1,9 @@
 """Structured logs in zap's two shapes, so the operator's logs read like a Go operator's.
 
-Production (`--zap-devel=false`): one JSON object per line with `level`, `ts`, `logger`, `msg`
-and the record's `extra` fields. Development (the default, as in kubebuilder's scaffold):
-tab-separated `time LEVEL logger message {fields as JSON}`. Either way each field is a key, not
+Production (the default): one JSON object per line with `level`, `ts`, `logger`, `msg` and the
+record's `extra` fields, at info. Development (`--zap-devel`, kubebuilder's scaffold default,
+which suits a terminal and not a cluster's log pipeline): tab-separated
+`time LEVEL logger message {fields as JSON}`, from debug. Either way each field is a key, not
 prose, so a log pipeline can filter on `llmservice` or `error` without parsing messages.
 """
 
