@@ -14,9 +14,12 @@ from typing import Any
 
 import pytest
 import yaml
+from noctaya.core.plugins import VendorRegistry
+from noctaya.gateway.config import GATEWAY_SETTINGS
+from noctaya.k8s.offline import render_files
 from noctaya.k8s.operator.flags import parse_flags, validate
 
-from .chart import CHART, Helm, Manifest, find, manager_container
+from .chart import CHART, REPO, Helm, Manifest, find, manager_container
 
 pytestmark = pytest.mark.helm
 
@@ -24,6 +27,7 @@ VALUES = yaml.safe_load((CHART / "values.yaml").read_text())
 SCHEMA = json.loads((CHART / "values.schema.json").read_text())
 README = (CHART / "README.md").read_text()
 OPERATOR = "noctaya-controller-manager"
+EXAMPLE = REPO / "examples" / "nvidia" / "a10"
 Check = Callable[[list[Manifest]], Any]
 
 
@@ -34,7 +38,7 @@ def leaves(values: dict[str, Any], schema: dict[str, Any], prefix: str = "") -> 
     for key, value in values.items():
         path = f"{prefix}{key}"
         nested = schema["properties"][key]
-        if isinstance(value, dict) and "properties" in nested:
+        if isinstance(value, dict) and value and "properties" in nested:
             found |= leaves(value, nested, f"{path}.")
         else:
             found.add(path)
@@ -55,6 +59,28 @@ def flags(objects: list[Manifest]) -> Any:
     parsed = parse_flags(manager_container(objects)["args"])
     validate(parsed)
     return parsed
+
+
+def gateway_pod(objects: list[Manifest], which: str = "gateway") -> Manifest:
+    """A pod the operator, run with the rendered flags, makes for the A10 example: its gateway,
+    or its aggregator (`scaler`; two gateway replicas make one)."""
+    parsed = flags(objects)
+    outcome = render_files(
+        [EXAMPLE],
+        VendorRegistry.discover(),
+        gateway_image=parsed.gateway_image,
+        gateway_replicas=2,
+        gateway_defaults=parsed.gateway_defaults(),
+    )
+    assert outcome.problems == []
+    return dict(
+        find(outcome.objects, "Deployment", f"qwen3-8b-a10-{which}")["spec"]["template"]["spec"]
+    )
+
+
+def gateway_env(objects: list[Manifest]) -> dict[str, str]:
+    env = gateway_pod(objects)["containers"][0]["env"]
+    return {item["name"]: item.get("value", "") for item in env}
 
 
 def metrics_on(**extra: Any) -> dict[str, Any]:
@@ -201,6 +227,49 @@ EFFECTS: dict[str, tuple[dict[str, Any], Check]] = {
         {"gateway": {"replicas": 3}},
         lambda o: flags(o).gateway_replicas == 3,
     ),
+    "gateway.resources": (
+        {"gateway": {"resources": {"requests": {"cpu": "50m"}, "limits": {"memory": "64Mi"}}}},
+        lambda o: (
+            gateway_pod(o)["containers"][0]["resources"]
+            == {"requests": {"cpu": "50m"}, "limits": {"memory": "64Mi"}}
+        ),
+    ),
+    "gateway.maxRequestBody": (
+        {"gateway": {"maxRequestBody": "1Mi"}},
+        lambda o: gateway_env(o)["NOCTAYA_MAX_REQUEST_BODY"] == "1048576",
+    ),
+    "gateway.timeouts.requestBody": (
+        {"gateway": {"timeouts": {"requestBody": "30s"}}},
+        lambda o: gateway_env(o)["NOCTAYA_REQUEST_BODY_TIMEOUT"] == "30s",
+    ),
+    "gateway.timeouts.clientSend": (
+        {"gateway": {"timeouts": {"clientSend": "2m"}}},
+        lambda o: gateway_env(o)["NOCTAYA_CLIENT_SEND_TIMEOUT"] == "2m0s",
+    ),
+    "gateway.timeouts.backendRead": (
+        {"gateway": {"timeouts": {"backendRead": "20m"}}},
+        lambda o: gateway_env(o)["NOCTAYA_BACKEND_READ_TIMEOUT"] == "20m0s",
+    ),
+    "gateway.timeouts.backendHead": (
+        {"gateway": {"timeouts": {"backendHead": "45s"}}},
+        lambda o: gateway_env(o)["NOCTAYA_BACKEND_HEAD_TIMEOUT"] == "45s",
+    ),
+    "gateway.nodeSelector": (
+        {"gateway": {"nodeSelector": {"pool": "gateways", "zone": "a"}}},
+        lambda o: (
+            gateway_pod(o)["nodeSelector"]
+            == gateway_pod(o, "scaler")["nodeSelector"]
+            == {"pool": "gateways", "zone": "a"}
+        ),
+    ),
+    "gateway.tolerations": (
+        {"gateway": {"tolerations": [{"key": "gw", "operator": "Exists"}]}},
+        lambda o: (
+            gateway_pod(o)["tolerations"]
+            == gateway_pod(o, "scaler")["tolerations"]
+            == [{"key": "gw", "operator": "Exists"}]
+        ),
+    ),
     "serviceAccount.create": (
         {"serviceAccount": {"create": False}},
         lambda o: not [obj for obj in o if obj["kind"] == "ServiceAccount"],
@@ -289,3 +358,20 @@ def test_a_value_lands_where_the_readme_says(
     values, check = EFFECTS[path]
     assert passes(check, helm.render(values)), f"{path}: {values}"
     assert not passes(check, default_render), path
+
+
+@pytest.mark.parametrize(
+    ("path", "variable"),
+    [
+        ("gateway.maxRequestBody", "NOCTAYA_MAX_REQUEST_BODY"),
+        ("gateway.timeouts.requestBody", "NOCTAYA_REQUEST_BODY_TIMEOUT"),
+        ("gateway.timeouts.clientSend", "NOCTAYA_CLIENT_SEND_TIMEOUT"),
+        ("gateway.timeouts.backendRead", "NOCTAYA_BACKEND_READ_TIMEOUT"),
+        ("gateway.timeouts.backendHead", "NOCTAYA_BACKEND_HEAD_TIMEOUT"),
+    ],
+)
+def test_an_empty_gateway_default_is_documented_as_the_gateways_own(
+    path: str, variable: str
+) -> None:
+    (setting,) = [s for s in GATEWAY_SETTINGS if s.name == variable]
+    assert f'| `{path}` | `""` ({setting.default}) |' in README

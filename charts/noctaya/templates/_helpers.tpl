@@ -53,3 +53,37 @@ subjects:
   name: {{ include "noctaya.serviceAccountName" . }}
   namespace: {{ .Release.Namespace }}
 {{- end -}}
+
+{{/*
+The operator flags that give every gateway its defaults, one `- --flag=value` line each, for
+the values that are set. Usage: include "noctaya.gatewayDefaults" .Values.gateway
+*/}}
+{{- define "noctaya.gatewayDefaults" -}}
+{{- range $section := list "requests" "limits" }}
+{{- range $resource := list "cpu" "memory" }}
+{{- with (index ($.resources | default dict) $section | default dict) }}
+{{- with index . $resource }}
+- --gateway-{{ $resource }}-{{ trimSuffix "s" $section }}={{ . }}
+{{- end }}
+{{- end }}
+{{- end }}
+{{- end }}
+{{- with .maxRequestBody }}
+- --gateway-max-request-body={{ . }}
+{{- end }}
+{{- range $name, $flag := dict "requestBody" "request-body" "clientSend" "client-send" "backendRead" "backend-read" "backendHead" "backend-head" }}
+{{- with index ($.timeouts | default dict) $name }}
+- --gateway-{{ $flag }}-timeout={{ . }}
+{{- end }}
+{{- end }}
+{{- with .nodeSelector }}
+{{- $pairs := list }}
+{{- range $key, $value := . }}
+{{- $pairs = append $pairs (printf "%s=%s" $key $value) }}
+{{- end }}
+- --gateway-node-selector={{ join "," $pairs }}
+{{- end }}
+{{- with .tolerations }}
+- {{ printf "--gateway-tolerations=%s" (toJson .) | quote }}
+{{- end }}
+{{- end -}}

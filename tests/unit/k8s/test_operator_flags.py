@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import pytest
+from noctaya.core.plan.container import Scheduling
+from noctaya.core.plan.gateway import RequestLimits
 from noctaya.k8s.operator.flags import (
     DEFAULT_GATEWAY_IMAGE,
     FlagError,
@@ -229,3 +231,79 @@ def test_an_unknown_log_level_is_a_usage_error(capsys: pytest.CaptureFixture[str
 
 def test_flags_are_not_abbreviated(capsys: pytest.CaptureFixture[str]) -> None:
     assert "unrecognized arguments: --leader" in _usage_error(["--leader"], capsys)
+
+
+def test_gateway_default_flags_become_the_defaults_of_every_gateway() -> None:
+    flags = parse_flags(
+        [
+            "--gateway-cpu-request=50m",
+            "--gateway-memory-limit=128Mi",
+            "--gateway-max-request-body=1Mi",
+            "--gateway-request-body-timeout=30s",
+            "--gateway-client-send-timeout=2m",
+            "--gateway-backend-read-timeout=20m",
+            "--gateway-backend-head-timeout=45s",
+            "--gateway-node-selector=pool=gateways,example.com/zone=a",
+            '--gateway-tolerations=[{"key": "gw", "operator": "Exists", "tolerationSeconds": 5}]',
+        ]
+    )
+    validate(flags)
+    defaults = flags.gateway_defaults()
+    assert defaults.resources is not None
+    assert defaults.resources.requests is not None
+    assert defaults.resources.limits is not None
+    assert str(defaults.resources.requests.cpu) == "50m"
+    assert str(defaults.resources.limits.memory) == "128Mi"
+    assert defaults.resources.requests.memory is None
+    limits = defaults.limits
+    assert limits.max_request_body == 1024 * 1024
+    assert [str(t) for t in (limits.request_body_timeout, limits.client_send_timeout)] == [
+        "30s",
+        "2m0s",
+    ]
+    assert [str(t) for t in (limits.backend_read_timeout, limits.backend_head_timeout)] == [
+        "20m0s",
+        "45s",
+    ]
+    assert dict(defaults.scheduling.node_selector) == {"pool": "gateways", "example.com/zone": "a"}
+    (toleration,) = defaults.scheduling.tolerations
+    assert (toleration.key, toleration.operator, toleration.toleration_seconds) == (
+        "gw",
+        "Exists",
+        5,
+    )
+
+
+def test_without_gateway_default_flags_the_gateways_keep_their_own() -> None:
+    defaults = parse_flags([]).gateway_defaults()
+    assert defaults.resources is None
+    assert defaults.limits == RequestLimits()
+    assert defaults.scheduling == Scheduling()
+
+
+@pytest.mark.parametrize(
+    ("flag", "message"),
+    [
+        ("--gateway-cpu-request=lots", "--gateway-cpu-request: "),
+        ("--gateway-memory-limit=-1Gi", "--gateway-memory-limit: must be greater than or"),
+        ("--gateway-max-request-body=1.5", "--gateway-max-request-body: must be a positive whole"),
+        ("--gateway-max-request-body=0", "--gateway-max-request-body: must be a positive whole"),
+        ("--gateway-request-body-timeout=0s", "--gateway-request-body-timeout: must be a positive"),
+        (
+            "--gateway-backend-read-timeout=-1s",
+            "--gateway-backend-read-timeout: must be a positive",
+        ),
+        ("--gateway-backend-head-timeout=soon", "--gateway-backend-head-timeout: must be a posit"),
+        ("--gateway-node-selector=pool", "--gateway-node-selector: pool: want KEY=VALUE"),
+        ("--gateway-node-selector=bad key=x", "--gateway-node-selector: bad key=x: Invalid value"),
+        ("--gateway-tolerations={", "--gateway-tolerations: not JSON"),
+        (
+            '--gateway-tolerations=[{"keyy": "gw"}]',
+            "--gateway-tolerations: [0].keyy: unknown field",
+        ),
+    ],
+)
+def test_a_gateway_default_that_is_not_allowed_is_refused_naming_its_flag(
+    flag: str, message: str
+) -> None:
+    assert _refused([flag]).startswith(message)

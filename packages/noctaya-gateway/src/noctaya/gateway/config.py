@@ -181,14 +181,16 @@ GATEWAY_SETTINGS = (
         f"{DEFAULT_MAX_REQUEST_BODY // MIB}Mi",
         "positive whole number of bytes as a Kubernetes quantity (`8Mi`, `10000000`); "
         "anything else stops startup",
-        "Largest request body; a larger one is answered 413.",
+        "Largest request body; a larger one is answered 413. The operator sets its "
+        "`--gateway-max-request-body`.",
     ),
     Setting(
         names.REQUEST_BODY_TIMEOUT,
         str(DEFAULT_REQUEST_BODY_TIMEOUT),
         _STRICT_DURATION,
         "The whole request body must arrive within this, else 408. Bodies are read before "
-        "admission, so a client trickling one holds its connection only, and not for longer.",
+        "admission, so a client trickling one holds its connection only, and not for longer. "
+        "The operator sets its `--gateway-request-body-timeout`.",
     ),
     Setting(
         names.CLIENT_SEND_TIMEOUT,
@@ -196,20 +198,22 @@ GATEWAY_SETTINGS = (
         _STRICT_DURATION,
         "A response write the client takes no room for within this ends the exchange (like "
         "nginx's `send_timeout`): a client that stops reading frees its queue slot and stops "
-        "the backend's work.",
+        "the backend's work. The operator sets its `--gateway-client-send-timeout`.",
     ),
     Setting(
         names.BACKEND_READ_TIMEOUT,
         str(DEFAULT_BACKEND_READ_TIMEOUT),
         _STRICT_DURATION,
         "The longest the backend may stay silent mid-exchange, else 504 (a non-streamed "
-        "completion sends its first byte only once it is generated).",
+        "completion sends its first byte only once it is generated). The operator sets its "
+        "`--gateway-backend-read-timeout`.",
     ),
     Setting(
         names.BACKEND_HEAD_TIMEOUT,
         str(DEFAULT_BACKEND_HEAD_TIMEOUT),
         _STRICT_DURATION,
-        "How long a response head the backend has begun may take to be complete, else 504.",
+        "How long a response head the backend has begun may take to be complete, else 504. "
+        "The operator sets its `--gateway-backend-head-timeout`.",
     ),
 )
 """Every variable of `--mode=gateway`: those the operator sets, in its order, then the limits it
@@ -357,18 +361,12 @@ def _byte_size(text: str | None) -> int:
     """A byte count as a Kubernetes quantity (`8Mi`, `10000000`); strict, since it is ours."""
     if not text:
         return DEFAULT_MAX_REQUEST_BODY
-    from decimal import Decimal  # (0.4 MiB) loaded only when the variable is set
+    from noctaya.core.values.quantity import byte_count  # (decimal, 0.4 MiB) only when set
 
-    from noctaya.core.values.quantity import Quantity
-
-    error = ConfigError(
-        f'{names.MAX_REQUEST_BODY} must be a positive whole number of bytes such as "8Mi", '
-        f'got "{text}"'
-    )
     try:
-        value = Quantity.parse(text).value
+        return byte_count(text)
     except ValueError:
-        raise error from None
-    if value <= 0 or value != value.to_integral_value() or value > Decimal(2**62):
-        raise error
-    return int(value)
+        raise ConfigError(
+            f'{names.MAX_REQUEST_BODY} must be a positive whole number of bytes such as "8Mi", '
+            f'got "{text}"'
+        ) from None

@@ -16,6 +16,7 @@ from noctaya.core.errors import NoctayaError
 from noctaya.core.plugins import VendorRegistry
 from noctaya.k8s.crds import write_crds
 from noctaya.k8s.docs import PAGES
+from noctaya.k8s.gateway_flags import add_gateway_default_flags, gateway_defaults
 from noctaya.k8s.offline import DEFAULT_NAMESPACE, Outcome, render_files
 from noctaya.k8s.operator.flags import DEFAULT_GATEWAY_IMAGE, go_int
 from noctaya.k8s.rbac import write_rbac
@@ -90,16 +91,23 @@ def _configure_manifests(parser: argparse.ArgumentParser) -> None:
         metavar="N",
         help="the operator's --gateway-replicas (default: %(default)s)",
     )
+    add_gateway_default_flags(parser)
 
 
 def _check(args: argparse.Namespace) -> Outcome | None:
     """The offline outcome with every problem printed to stderr; None when there were any."""
+    try:
+        defaults = gateway_defaults(vars(args))
+    except ValueError as error:
+        print(f"noctaya: {error}", file=sys.stderr)
+        return None
     try:
         outcome = render_files(
             args.files,
             VendorRegistry.discover(),
             gateway_image=args.gateway_image,
             gateway_replicas=args.gateway_replicas,
+            gateway_defaults=defaults,
             namespace=args.namespace,
         )
     except NoctayaError as error:  # the vendor plugins themselves cannot be loaded

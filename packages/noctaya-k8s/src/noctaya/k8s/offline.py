@@ -22,6 +22,7 @@ from noctaya.core.api.json_shape import quote
 from noctaya.core.api.yaml_documents import ManifestYAMLError, read_documents
 from noctaya.core.errors import NoctayaError
 from noctaya.core.ineffective_settings import ineffective_settings
+from noctaya.core.plan.gateway import GatewayDefaults
 from noctaya.core.plugins import VendorRegistry
 from noctaya.core.runtime_selection import pinned_runtime_name
 from noctaya.k8s import kinds
@@ -73,6 +74,7 @@ def render_files(
     *,
     gateway_image: str,
     gateway_replicas: int,
+    gateway_defaults: GatewayDefaults | None = None,
     namespace: str = DEFAULT_NAMESPACE,
 ) -> Outcome:
     """Validate, plan and render every service in `paths` against the runtimes in `paths`."""
@@ -107,6 +109,7 @@ def render_files(
         vendors,
         gateway_image=gateway_image,
         gateway_replicas=gateway_replicas,
+        gateway_defaults=gateway_defaults,
     )
     for where, service in services.values():
         runtime = None

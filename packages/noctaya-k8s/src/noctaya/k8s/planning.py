@@ -16,6 +16,7 @@ from kubernetes.client.exceptions import ApiException
 from noctaya.core.api import InferenceRuntime, read_inferenceruntime
 from noctaya.core.errors import NoctayaError
 from noctaya.core.plan import planner
+from noctaya.core.plan.gateway import GatewayDefaults
 from noctaya.core.plan.planner import PlanSettings
 from noctaya.core.plugins import VendorRegistry
 from noctaya.core.runtime_selection import RuntimeCandidate, runtime_lookup_error
@@ -97,11 +98,14 @@ class ServicePlanner(planner.ServicePlanner):
         gateway_image: str,
         gateway_replicas: int,
         fetch_image: str | None = None,
+        gateway_defaults: GatewayDefaults | None = None,
     ) -> None:
         super().__init__(
             ClusterRuntimes(reader),
             vendors,
-            PlanSettings(gateway_image, gateway_replicas, fetch_image),
+            PlanSettings(
+                gateway_image, gateway_replicas, fetch_image, gateway_defaults or GatewayDefaults()
+            ),
         )
 
 

@@ -58,6 +58,7 @@ class LLMServiceReconciler:
             gateway_image=settings.gateway_image,
             gateway_replicas=settings.gateway_replicas,
             fetch_image=settings.fetch_image,
+            gateway_defaults=settings.gateway_defaults,
         )
         self._now = now
 

@@ -1,12 +1,14 @@
-"""The gateway tier: replica count, admission and cold-start settings, credentials to mount."""
+"""The gateway tier: replica count, admission and cold-start settings, credentials to mount,
+and what the platform gives every gateway where the service says nothing (`GatewayDefaults`)."""
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 from noctaya.core.api import LLMServiceSpec
 from noctaya.core.api.llmservice import GatewayResources
 from noctaya.core.errors import NoctayaError
+from noctaya.core.plan.container import Scheduling
 from noctaya.core.values import Duration
 
 REASON = "GatewayConfig"
@@ -21,6 +23,30 @@ def validate_gateway_replicas(replicas: int) -> int:
     if replicas > INT32_MAX:
         raise ValueError("gateway replicas must fit in a Kubernetes int32 field")
     return replicas
+
+
+@dataclass(frozen=True, slots=True)
+class RequestLimits:
+    """The gateway's bounds on one exchange no LLMService field sets; None: the gateway's own
+    default (see its settings)."""
+
+    max_request_body: int | None = None
+    """Bytes."""
+    request_body_timeout: Duration | None = None
+    client_send_timeout: Duration | None = None
+    backend_read_timeout: Duration | None = None
+    backend_head_timeout: Duration | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class GatewayDefaults:
+    """What the platform gives every gateway and aggregator it runs (the operator's
+    `--gateway-*` flags): resources where `spec.endpoint.resources` is unset, request limits,
+    and where they may run."""
+
+    resources: GatewayResources | None = None
+    limits: RequestLimits = field(default_factory=RequestLimits)
+    scheduling: Scheduling = field(default_factory=Scheduling)
 
 
 @dataclass(frozen=True, slots=True)
@@ -41,6 +67,8 @@ class GatewayPlan:
     scaler_tls_secret: str | None
     resources: GatewayResources | None
     image_pull_secrets: tuple[str, ...]
+    limits: RequestLimits = field(default_factory=RequestLimits)
+    scheduling: Scheduling = field(default_factory=Scheduling)
 
     @property
     def aggregated(self) -> bool:
@@ -54,7 +82,11 @@ class GatewayPlan:
 
 
 def plan_gateway(
-    spec: LLMServiceSpec, image: str, replicas: int, scaler_tls_secret: str | None
+    spec: LLMServiceSpec,
+    image: str,
+    replicas: int,
+    scaler_tls_secret: str | None,
+    defaults: GatewayDefaults | None = None,
 ) -> GatewayPlan:
     if not image:
         raise NoctayaError(REASON, "gateway image is required")
@@ -63,6 +95,7 @@ def plan_gateway(
     except ValueError as exc:
         raise NoctayaError(REASON, str(exc)) from None
     auth = spec.endpoint.authentication
+    defaults = defaults or GatewayDefaults()
     return GatewayPlan(
         image=image,
         replicas=replicas,
@@ -72,6 +105,8 @@ def plan_gateway(
         heartbeat_interval=spec.endpoint.cold_start.heartbeat_interval,
         api_key=ApiKeyPlan(auth.secret_ref.name, auth.secret_ref.key) if auth else None,
         scaler_tls_secret=scaler_tls_secret,
-        resources=spec.endpoint.resources,
+        resources=spec.endpoint.resources or defaults.resources,
         image_pull_secrets=tuple(ref.name for ref in spec.image_pull_secrets if ref.name),
+        limits=defaults.limits,
+        scheduling=defaults.scheduling,
     )

@@ -91,9 +91,22 @@ def scaler_tls_env(files: ScalerTLSFiles) -> list[EnvEntry]:
     ]
 
 
+def request_limits_env(plan: GatewayPlan) -> list[EnvEntry]:
+    """The limits the platform set; the gateway's own defaults stand for the others."""
+    limits = plan.limits
+    entries: list[tuple[str, object]] = [
+        (MAX_REQUEST_BODY, limits.max_request_body),
+        (REQUEST_BODY_TIMEOUT, limits.request_body_timeout),
+        (CLIENT_SEND_TIMEOUT, limits.client_send_timeout),
+        (BACKEND_READ_TIMEOUT, limits.backend_read_timeout),
+        (BACKEND_HEAD_TIMEOUT, limits.backend_head_timeout),
+    ]
+    return [(name, str(value)) for name, value in entries if value is not None]
+
+
 def gateway_env(plan: GatewayPlan, placement: GatewayPlacement) -> list[EnvEntry]:
     """In one fixed order: backend (and its readiness path), listen, queue, scaler, timeout,
-    cold start, credentials."""
+    cold start, request limits, credentials."""
     result: list[EnvEntry] = [(BACKEND_URL, placement.backend_url)]
     if placement.readiness_path is not None:
         result.append((BACKEND_READINESS_PATH, placement.readiness_path))
@@ -112,6 +125,7 @@ def gateway_env(plan: GatewayPlan, placement: GatewayPlacement) -> list[EnvEntry
         result.append((COLDSTART_MODE, plan.cold_start_mode))
         if plan.heartbeat_interval.nanoseconds > 0:
             result.append((HEARTBEAT_INTERVAL, str(plan.heartbeat_interval)))
+    result.extend(request_limits_env(plan))
     if placement.api_key_file is not None:
         result.append((CLIENT_API_KEY_FILE, placement.api_key_file))
     if reporting is not None and plan.aggregated:

@@ -7,10 +7,11 @@ what the platform supplies differs (`PlanSettings`).
 
 from __future__ import annotations
 
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, field, replace
 
 from noctaya.core.api import InferenceRuntime, LLMService
 from noctaya.core.model_source import resolve_model_spec
+from noctaya.core.plan.gateway import GatewayDefaults
 from noctaya.core.plan.serving import ServingPlan, plan_serving
 from noctaya.core.plugins import VendorRegistry
 from noctaya.core.ports import RuntimeCatalog
@@ -25,6 +26,7 @@ class PlanSettings:
     gateway_replicas: int = 1
     fetch_image: str | None = None
     """The prewarm / staging Job's image; None: the gateway image (the main image holds both)."""
+    gateway_defaults: GatewayDefaults = field(default_factory=GatewayDefaults)
 
 
 class ServicePlanner:
@@ -58,4 +60,5 @@ class ServicePlanner:
             gateway_image=settings.gateway_image,
             gateway_replicas=settings.gateway_replicas,
             fetch_image=settings.fetch_image,
+            gateway_defaults=settings.gateway_defaults,
         )

@@ -22,7 +22,7 @@ from noctaya.core.model_source import ResolvedModel
 from noctaya.core.plan.autoscaling import AutoscalingPlan, plan_autoscaling
 from noctaya.core.plan.backend import BackendPlan, CacheMount, literal_env, plan_backend
 from noctaya.core.plan.container import ClaimVolume, HostPathVolume, Volume
-from noctaya.core.plan.gateway import GatewayPlan, plan_gateway
+from noctaya.core.plan.gateway import GatewayDefaults, GatewayPlan, plan_gateway
 from noctaya.core.plan.identity import ServiceIdentity
 from noctaya.core.ports import VendorAdapter
 
@@ -72,6 +72,7 @@ def plan_serving(
     gateway_image: str,
     gateway_replicas: int,
     fetch_image: str | None = None,
+    gateway_defaults: GatewayDefaults | None = None,
 ) -> ServingPlan:
     """`fetch_image` runs the prewarm / staging Job; by default the gateway's (the main) image."""
     identity = ServiceIdentity(service.metadata.name or "", service.metadata.namespace or "")
@@ -88,7 +89,9 @@ def plan_serving(
         namespace=identity.namespace,
     )
     backend = plan_backend(service, runtime, adapter, model, cache=cache_mount(cache))
-    gateway = plan_gateway(spec, gateway_image, gateway_replicas, autoscaling.scaler_tls_secret)
+    gateway = plan_gateway(
+        spec, gateway_image, gateway_replicas, autoscaling.scaler_tls_secret, gateway_defaults
+    )
     return ServingPlan(
         service=identity,
         runtime=backend.runtime,

@@ -139,3 +139,16 @@ def _exponent(suffix: str, text: str) -> int:
     if abs(exponent) > _MAX_EXPONENT:
         raise ValueError(f'quantity "{text}" has an exponent beyond ±{_MAX_EXPONENT}')
     return exponent
+
+
+MAX_BYTE_COUNT = 2**62
+"""Beyond any body or buffer size, and a bound that keeps the arithmetic on it exact."""
+
+
+def byte_count(text: str) -> int:
+    """A positive whole number of bytes written as a quantity (`8Mi`, `10000000`); ValueError
+    otherwise."""
+    value = Quantity.parse(text).value
+    if value <= 0 or value != value.to_integral_value() or value > MAX_BYTE_COUNT:
+        raise ValueError(f"{text!r} is not a positive whole number of bytes")
+    return int(value)

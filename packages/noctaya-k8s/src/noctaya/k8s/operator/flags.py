@@ -13,7 +13,8 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from importlib.metadata import version
 
-from noctaya.core.plan.gateway import validate_gateway_replicas
+from noctaya.core.plan.gateway import GatewayDefaults, validate_gateway_replicas
+from noctaya.k8s.gateway_flags import add_gateway_default_flags, gateway_defaults
 from noctaya.k8s.runtime.health import parse_probe_address
 from noctaya.k8s.runtime.manager import DEFAULT_WORKERS
 
@@ -77,10 +78,28 @@ class OperatorFlags:
     zap_devel: bool
     log_format: str | None  # "json" or "console"; None: the mode's default
     log_level: str | None  # None: the mode's default
+    gateway_cpu_request: str = ""
+    gateway_memory_request: str = ""
+    gateway_cpu_limit: str = ""
+    gateway_memory_limit: str = ""
+    gateway_max_request_body: str = ""
+    gateway_request_body_timeout: str = ""
+    gateway_client_send_timeout: str = ""
+    gateway_backend_read_timeout: str = ""
+    gateway_backend_head_timeout: str = ""
+    gateway_node_selector: str = ""
+    gateway_tolerations: str = ""
 
     @property
     def metrics_enabled(self) -> bool:
         return parse_probe_address(self.metrics_bind_address, "metrics bind") is not None
+
+    def gateway_defaults(self) -> GatewayDefaults:
+        """What the `--gateway-*` flags give every gateway; FlagError for a value not allowed."""
+        try:
+            return gateway_defaults(vars(self))
+        except ValueError as error:
+            raise FlagError(str(error)) from error
 
 
 def _bool_flag(parser: argparse.ArgumentParser, name: str, default: bool, help: str) -> None:
@@ -157,6 +176,7 @@ def build_parser() -> argparse.ArgumentParser:
         metavar="N",
         help="LLMServices reconciled at once; each reconcile mostly waits on the API server",
     )
+    add_gateway_default_flags(parser)
     add(
         "--kubeconfig",
         default=None,
@@ -212,3 +232,4 @@ def validate(flags: OperatorFlags) -> None:
         raise FlagError("gateway image must not be empty")
     if not flags.fetch_image.strip():
         raise FlagError("fetch image must not be empty")
+    flags.gateway_defaults()

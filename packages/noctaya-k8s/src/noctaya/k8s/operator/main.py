@@ -56,7 +56,12 @@ def run(flags: OperatorFlags, api_client: k8s.ApiClient) -> int:
     )
     manager, reconciler = build_controller(
         api_client,
-        OperatorSettings(flags.gateway_image, flags.gateway_replicas, flags.fetch_image),
+        OperatorSettings(
+            flags.gateway_image,
+            flags.gateway_replicas,
+            flags.fetch_image,
+            flags.gateway_defaults(),
+        ),
         ManagerOptions(
             workers=flags.max_concurrent_reconciles,
             leader_election=leader_election,

@@ -6,6 +6,7 @@ from noctaya.core.api.llmservice import GatewayResources
 from noctaya.core.plan.gateway import GatewayPlan
 from noctaya.core.plan.identity import GRPC_PORT, ServiceIdentity
 from noctaya.k8s.render import gateway_env as ge
+from noctaya.k8s.render.backend import apply_scheduling
 from noctaya.k8s.render.labels import gateway_selector_labels, gateway_service_labels
 from noctaya.k8s.render.objects import (
     RESTRICTED_CONTAINER_SECURITY,
@@ -18,7 +19,8 @@ from noctaya.k8s.render.objects import (
 
 
 def hardened_pod(plan: GatewayPlan, containers: list[Obj], volumes: list[Obj]) -> Obj:
-    """The pod shape gateway and aggregator share: non-root, no token, 30 s to drain."""
+    """The pod shape gateway and aggregator share: non-root, no token, 30 s to drain, placed
+    where the platform's gateway defaults say."""
     pod: Obj = {
         "terminationGracePeriodSeconds": 30,
         "automountServiceAccountToken": False,
@@ -26,6 +28,7 @@ def hardened_pod(plan: GatewayPlan, containers: list[Obj], volumes: list[Obj]) -
         "containers": containers,
     }
     set_image_pull_secrets(pod, plan.image_pull_secrets)
+    apply_scheduling(pod, plan.scheduling)
     if volumes:
         pod["volumes"] = volumes
     return pod
