@@ -69,3 +69,17 @@ def test_the_api_reference_documents_every_field_of_both_crds() -> None:
     ):
         assert f"| `{path}` |" in page
     assert "| `spec.scaling.max` | integer (int32) | `1` | ≥ 1 | Maximum backend replicas" in page
+
+
+API_REFERENCE = REPO / "docs" / "reference" / "api.md"
+
+
+def test_every_field_of_the_api_reference_has_a_description() -> None:
+    rows = [
+        row
+        for row in API_REFERENCE.read_text(encoding="utf-8").splitlines()
+        if row.startswith("| `")
+    ]
+    blank = [row.split(" | ")[0].strip("| `") for row in rows if row.rstrip().endswith("|  |")]
+    assert rows
+    assert blank == []

@@ -31,6 +31,8 @@ class RuntimeFamily(StrEnum):
 
 
 class ContainerPort(ApiModel):
+    """The serving container's API port."""
+
     name: str = Field(default="http", max_length=15, pattern=DNS_LABEL_PATTERN)
     """Port name used by Services and probes."""
     container_port: Int32 = Field(default=8000, ge=1, le=65535)
@@ -38,20 +40,28 @@ class ContainerPort(ApiModel):
 
 
 class RuntimeContainer(ApiModel):
+    """The serving container every backend replica runs."""
+
     image: str = Field(min_length=1)
     """Serving image exposing an OpenAI-compatible API."""
     args: list[str] = Field(default_factory=list)
     """Templates using {{ .Model.Path }}, {{ .Service.Name }} and {{ .Service.Namespace }}."""
     env: list[EnvVar] = Field(default_factory=list)
+    """Environment of the serving container; literal values take the same templates."""
     port: ContainerPort
+    """Where the engine serves its API; the backend Service and the probes use it."""
 
 
 class Sharing(ApiModel):
+    """Reserved for fractional accelerator sharing."""
+
     supported: StrictBool = False
     """Capability placeholder; does not enable fractional allocation."""
 
 
 class Scheduler(ApiModel):
+    """Which scheduler places backend and prewarm Pods."""
+
     model_config = ConfigDict(
         json_schema_extra=rules.validations(rules.SCHEDULER_QUEUE_NEEDS_VOLCANO)
     )
@@ -69,24 +79,37 @@ class Scheduler(ApiModel):
 
 
 class Accelerator(ApiModel):
+    """The device plugin resource and scheduling of backend Pods (prewarm Pods are placed the
+    same way but request no accelerator)."""
+
     resource_name: str = Field(min_length=1)
     """Device-plugin resource, for example nvidia.com/gpu."""
     sharing: Sharing | None = None
+    """Reserved: sharing.supported is a placeholder; true fails reconciliation (Render)."""
     node_selector: dict[str, str] = Field(default_factory=dict)
+    """Node labels backend and prewarm Pods require, for example the accelerator's product."""
     tolerations: list[Toleration] = Field(default_factory=list)
+    """Tolerations of backend and prewarm Pods, for accelerator nodes' taints."""
     scheduler: Scheduler | None = None
+    """A scheduler other than the default, and its queue."""
 
 
 class Health(ApiModel):
+    """Probes of the serving container (core/v1 Probes, copied as given)."""
+
     readiness: Probe | None = None
     """Defaults to HTTP GET /health on the serving port."""
     liveness: Probe | None = None
+    """None by default; restarts a serving container that stops answering."""
     startup: Probe | None = None
     """Defaults to HTTP GET /health every 10 seconds, 60 failures allowed."""
 
 
 class Lifecycle(ApiModel):
+    """How backend Pods stop."""
+
     termination_grace_period_seconds: PositiveInt64 | None = None
+    """Base Pod shutdown budget; widened to drainTimeout + 10 s when preStopDrain is on."""
     pre_stop_drain: StrictBool = False
     """Sleep for the service's drainTimeout before stopping; needs /bin/sh in the image."""
 
@@ -97,12 +120,17 @@ class Metrics(ApiModel):
     model_config = ConfigDict(json_schema_extra=rules.validations(rules.METRICS_QUEUE_DEPTH))
 
     path: str = "/metrics"
+    """HTTP path of the engine's metrics."""
     port: str = "http"
+    """Name of the port that serves them."""
     queue_depth: str | None = None
     """Runtime queue metric name; required when metrics is set."""
     kv_cache_util: str | None = None
+    """KV-cache utilization metric name."""
     running: str | None = None
+    """Running-requests metric name."""
     ttft: str | None = None
+    """Time-to-first-token metric name."""
 
     @model_validator(mode="after")
     def _queue_depth_required(self) -> Metrics:
@@ -112,22 +140,29 @@ class Metrics(ApiModel):
 
 class InferenceRuntimeSpec(ApiModel):
     family: RuntimeFamily = RuntimeFamily.VLLM
+    """Serving-engine family; only vllm."""
     vendor: VendorName
     """The vendor plugin that renders the accelerator: nvidia and ascend are built in, others
     come from installed `noctaya.vendors` plugins and are checked when a service uses them."""
     priority: Int32 = 0
     """Higher wins within a selected vendor; equal top values are ambiguous."""
     container: RuntimeContainer
+    """The serving container: image, templated args and env, port."""
     accelerator: Accelerator
+    """The accelerator resource and where backend Pods may run."""
     health: Health = Field(default_factory=Health)
+    """Readiness, liveness and startup probes of the serving container."""
     lifecycle: Lifecycle = Field(default_factory=Lifecycle)
+    """Shutdown budget and pre-stop drain."""
     metrics: Metrics | None = None
+    """Scrape metadata of the engine's own metrics; not used for autoscaling."""
 
 
 class InferenceRuntimeStatus(ApiModel):
     """Declared but never populated: the runtime controller is passive."""
 
     conditions: list[Condition] = condition_list()
+    """Always empty: each LLMService reports the state of the runtime it uses."""
 
 
 class InferenceRuntime(ApiModel):

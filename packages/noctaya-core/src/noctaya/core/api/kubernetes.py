@@ -38,19 +38,27 @@ class LocalObjectReference(ApiModel):
 
 
 class ObjectFieldSelector(ApiModel):
+    """A field of the Pod, as the downward API exposes it."""
+
     model_config = ConfigDict(json_schema_extra={"x-kubernetes-map-type": "atomic"})
 
     api_version: str | None = None
+    """Version of the schema `fieldPath` is written in; v1 by default."""
     field_path: str
     """Path of the field to select, for example `metadata.uid`."""
 
 
 class ResourceFieldSelector(ApiModel):
+    """A container's resource request or limit, as the downward API exposes it."""
+
     model_config = ConfigDict(json_schema_extra={"x-kubernetes-map-type": "atomic"})
 
     container_name: str | None = None
+    """The container whose resource is read; the serving container by default."""
     resource: str
+    """The resource, for example limits.memory."""
     divisor: ApiQuantity | None = None
+    """The unit the value is given in; 1 by default."""
 
 
 class KeySelector(ApiModel):
@@ -59,8 +67,11 @@ class KeySelector(ApiModel):
     model_config = ConfigDict(json_schema_extra={"x-kubernetes-map-type": "atomic"})
 
     name: str | None = None
+    """The ConfigMap's or Secret's name."""
     key: str
+    """The key whose value is used."""
     optional: StrictBool | None = None
+    """Start the container even when the object or key is missing."""
 
 
 class EnvVarSource(ApiModel):
@@ -71,52 +82,89 @@ class EnvVarSource(ApiModel):
     )
 
     field_ref: ObjectFieldSelector | None = None
+    """A field of the Pod, for example metadata.name."""
     resource_field_ref: ResourceFieldSelector | None = None
+    """A resource request or limit of a container."""
     config_map_key_ref: KeySelector | None = None
+    """A key of a ConfigMap in the service's namespace."""
     secret_key_ref: KeySelector | None = None
+    """A key of a Secret in the service's namespace, for example a hub token."""
 
 
 class EnvVar(ApiModel):
+    """An environment variable of the serving container (a core/v1 EnvVar)."""
+
     name: str
+    """The variable's name."""
     value: str | None = None
     """Literal value; `{{ .Model.Path }}`, `{{ .Service.Name }}` and `{{ .Service.Namespace }}` are
     expanded."""
     value_from: EnvVarSource | None = None
+    """Where the value comes from instead (core/v1 sources, newer ones included)."""
 
 
 class Toleration(ApiModel):
+    """A core/v1 Toleration: lets a Pod run on nodes with a matching taint."""
+
     key: str | None = None
+    """The taint key; empty with operator Exists matches every taint."""
     operator: str | None = None
+    """Equal (the default) or Exists."""
     value: str | None = None
+    """The taint value to match with Equal."""
     effect: str | None = None
+    """NoSchedule, PreferNoSchedule or NoExecute; empty matches all three."""
     toleration_seconds: Int64 | None = None
+    """For NoExecute: how long the Pod stays on a node after the taint appears."""
 
 
 class ExecAction(ApiModel):
+    """A command run in the container; exit status 0 passes."""
+
     command: list[str] = Field(default_factory=list)
+    """The command and its arguments (not run in a shell)."""
 
 
 class HTTPHeader(ApiModel):
+    """A header sent with the probe's request."""
+
     name: str
+    """Header name."""
     value: str
+    """Header value."""
 
 
 class HTTPGetAction(ApiModel):
+    """An HTTP GET to the container; a status from 200 to 399 passes."""
+
     path: str | None = None
+    """Request path, for example /health."""
     port: PortNumberOrName
+    """Port number or name, for example http."""
     host: str | None = None
+    """Host to connect to; the Pod's IP by default."""
     scheme: str | None = None
+    """HTTP (the default) or HTTPS."""
     http_headers: list[HTTPHeader] | None = None
+    """Extra request headers."""
 
 
 class TCPSocketAction(ApiModel):
+    """A TCP connection to the container; connecting passes."""
+
     port: PortNumberOrName
+    """Port number or name."""
     host: str | None = None
+    """Host to connect to; the Pod's IP by default."""
 
 
 class GRPCAction(ApiModel):
+    """A gRPC health check (grpc.health.v1) against the container."""
+
     port: PortNumber
+    """Port number of the gRPC server."""
     service: str | None = None
+    """Service name sent in the health check request."""
 
 
 class Probe(ApiModel):
@@ -127,15 +175,25 @@ class Probe(ApiModel):
     """
 
     exec: ExecAction | None = None
+    """Run a command in the container."""
     http_get: HTTPGetAction | None = None
+    """Send an HTTP GET to the container."""
     tcp_socket: TCPSocketAction | None = None
+    """Open a TCP connection to the container."""
     grpc: GRPCAction | None = None
+    """Ask the container's gRPC health service."""
     initial_delay_seconds: NonNegativeInt32 | None = None
+    """Seconds after the container starts before the first probe."""
     timeout_seconds: NonNegativeInt32 | None = None
+    """Seconds one probe may take; 1 by default."""
     period_seconds: NonNegativeInt32 | None = None
+    """Seconds between probes; 10 by default."""
     success_threshold: NonNegativeInt32 | None = None
+    """Consecutive successes that count as passing after a failure; 1 by default."""
     failure_threshold: NonNegativeInt32 | None = None
+    """Consecutive failures that count as failing; 3 by default."""
     termination_grace_period_seconds: PositiveInt64 | None = None
+    """For liveness and startup probes: the grace period of a Pod stopped by this probe."""
 
 
 class ConditionStatus(StrEnum):
@@ -152,13 +210,19 @@ class Condition(ApiModel):
         pattern=r"^([a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*/)?"
         r"(([A-Za-z0-9][-A-Za-z0-9_.]*)?[A-Za-z0-9])$",
     )
+    """Ready, Degraded or AutoscalingReady."""
     status: ConditionStatus
+    """True, False or Unknown."""
     observed_generation: NonNegativeInt64 | None = None
+    """The metadata.generation the condition was computed for."""
     last_transition_time: datetime
+    """When the status last changed."""
     reason: str = Field(
         min_length=1, max_length=1024, pattern=r"^[A-Za-z]([A-Za-z0-9_,:]*[A-Za-z0-9_])?$"
     )
+    """A stable reason, listed in Troubleshooting."""
     message: str = Field(max_length=32768)
+    """What happened, naming the field or object at fault."""
 
 
 def condition_list() -> Any:

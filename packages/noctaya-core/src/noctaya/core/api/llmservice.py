@@ -58,6 +58,7 @@ class ModelSpec(ApiModel):
     model_config = ConfigDict(json_schema_extra=rules.validations(rules.MODEL_SOURCE_EXCLUSIVE))
 
     source: ModelSource | None = None
+    """Where the weights come from: a hub, an OCI artifact or an existing claim."""
     catalog_ref: str | None = None
     """Reserved for model-catalog lookup; not implemented."""
 
@@ -81,6 +82,7 @@ class RuntimeSelection(ApiModel):
     name: str | None = None
     """Pins one cluster-scoped InferenceRuntime."""
     selector: RuntimeSelector | None = None
+    """Selects a runtime by vendor instead of by name."""
     args_override: list[str] = Field(default_factory=list)
     """Arguments appended after the runtime's templated arguments (templated too)."""
 
@@ -95,10 +97,14 @@ class Fraction(ApiModel):
     """Reserved for sub-device sharing; any value fails reconciliation."""
 
     memory: NonNegativeQuantity | None = None
+    """Reserved: a share of one device's memory."""
     cores: NonNegativeQuantity | None = None
+    """Reserved: a share of one device's cores."""
 
 
 class Resources(ApiModel):
+    """What each backend replica requests: whole accelerators, CPU and memory."""
+
     accelerators: Int32 = Field(default=1, ge=1)
     """Whole devices requested per backend replica."""
     cpu: NonNegativeQuantity | None = None
@@ -106,6 +112,8 @@ class Resources(ApiModel):
     memory: NonNegativeQuantity | None = None
     """Memory request and limit per backend replica."""
     fraction: Fraction | None = None
+    """Reserved for sub-device sharing; not implemented, so any value fails reconciliation
+    (reason Render)."""
 
 
 class ScalingMetric(StrEnum):
@@ -119,17 +127,24 @@ class AuthenticationKind(StrEnum):
 
 
 class AuthenticationRef(ApiModel):
+    """The KEDA authentication object the ScaledObject's trigger names."""
+
     name: str | None = Field(default=None, min_length=1)
     """The KEDA object that supplies caCert, tlsClientCert and tlsClientKey."""
     kind: AuthenticationKind = AuthenticationKind.TRIGGER_AUTHENTICATION
+    """TriggerAuthentication (in the service's namespace) or ClusterTriggerAuthentication."""
 
 
 class ScalerTLS(ApiModel):
+    """Mutual TLS between KEDA and the scaler; Noctaya consumes existing credentials and neither
+    issues nor rotates them."""
+
     model_config = ConfigDict(json_schema_extra=rules.validations(rules.SCALER_TLS_COMPLETE))
 
     server_secret_name: str | None = Field(default=None, min_length=1)
     """Existing Secret with tls.crt, tls.key and the client-verifying ca.crt."""
     authentication_ref: AuthenticationRef | None = None
+    """The KEDA object holding KEDA's client certificate and the server's CA."""
 
     @model_validator(mode="after")
     def _both_fields(self) -> ScalerTLS:
@@ -141,10 +156,15 @@ class ScalerTLS(ApiModel):
 
 
 class ExternalScaler(ApiModel):
+    """How KEDA reaches the service's External Push scaler."""
+
     tls: ScalerTLS | None = None
+    """Mutual TLS for the gRPC connection; unset: plaintext inside the cluster."""
 
 
 class Scaling(ApiModel):
+    """Backend replicas between min and max, driven by the gateways' demand through KEDA."""
+
     model_config = ConfigDict(
         json_schema_extra=rules.validations(
             rules.SCALING_MIN_MAX,
@@ -169,6 +189,7 @@ class Scaling(ApiModel):
     drain_timeout: ApiDuration = Field(default="2m", validate_default=True)
     """Pre-stop drain time when the runtime enables preStopDrain."""
     external_scaler: ExternalScaler | None = None
+    """The KEDA External Push scaler's connection settings."""
 
     @field_validator("max")
     @classmethod
@@ -208,32 +229,53 @@ class CacheStrategy(StrEnum):
 
 
 class Cache(ApiModel):
+    """Where the model's files are kept between backend starts."""
+
     strategy: CacheStrategy = CacheStrategy.NODE_LOCAL_PVC
+    """NodeLocalPVC (a ReadWriteOnce claim), SharedPVC (ReadWriteMany), HostPath (a node
+    folder), None (no cache: the engine downloads on each start); BakedImage is reserved."""
     size: NonNegativeQuantity | None = None
     """PVC request for NodeLocalPVC or SharedPVC; the controller defaults it to 50Gi."""
     storage_class_name: str | None = None
+    """StorageClass of the cache claim; unset: the cluster's default class. SharedPVC needs one
+    that supports ReadWriteMany."""
     prewarm: StrictBool = False
     """Download a hub model into the persistent cache with a one-off Job before serving."""
 
 
 class ComputeAmounts(ApiModel):
+    """CPU and memory amounts."""
+
     cpu: NonNegativeQuantity | None = None
+    """CPU, for example 100m."""
     memory: NonNegativeQuantity | None = None
+    """Memory, for example 128Mi."""
 
 
 class GatewayResources(ApiModel):
+    """Requests and limits of each gateway replica's container."""
+
     requests: ComputeAmounts | None = None
+    """CPU and memory each gateway replica requests."""
     limits: ComputeAmounts | None = None
+    """CPU and memory limits of each gateway replica."""
 
 
 class SecretKeyReference(ApiModel):
+    """A key of a Secret in the service's namespace."""
+
     name: str = Field(min_length=1)
+    """The Secret's name."""
     key: str = Field(min_length=1)
     """Secret data key holding the accepted Bearer token."""
 
 
 class EndpointAuthentication(ApiModel):
+    """Clients must send `Authorization: Bearer <key>`; the gateway rereads the key on every
+    request, so rotating the Secret needs no restart."""
+
     secret_ref: SecretKeyReference
+    """The Secret key holding the accepted key."""
 
 
 class ColdStartMode(StrEnum):
@@ -242,11 +284,14 @@ class ColdStartMode(StrEnum):
 
 
 class ColdStart(ApiModel):
+    """What a request meets while the backend is scaled to zero or starting."""
+
     model_config = ConfigDict(json_schema_extra=rules.validations(rules.HEARTBEAT_POSITIVE))
 
     mode: ColdStartMode = ColdStartMode.KEEPALIVE
     """keepalive holds streams with SSE heartbeats; reject returns 503 with Retry-After."""
     heartbeat_interval: ApiDuration = Field(default="10s", validate_default=True)
+    """Time between SSE `: heartbeat` comments to a held streaming request."""
 
     @field_validator("heartbeat_interval")
     @classmethod
@@ -256,22 +301,33 @@ class ColdStart(ApiModel):
 
 
 class Endpoint(ApiModel):
+    """The always-on gateway: admission, authentication, cold-start behaviour and resources."""
+
     open_ai_compatible: StrictBool = Field(default=True, alias="openAICompatible")
     """Informational; the gateway always serves the OpenAI-compatible API."""
     max_queue: Int32 = Field(default=100, ge=1)
     """Admitted requests per gateway replica; overflow gets 429 with Retry-After."""
     resources: GatewayResources | None = None
+    """CPU and memory of each gateway replica; unset: the operator's --gateway-* defaults."""
     authentication: EndpointAuthentication | None = None
+    """Bearer-key authentication of the proxied routes; unset: none."""
     cold_start: ColdStart = empty_object_default(ColdStart)
+    """What a request meets while no backend is ready."""
 
 
 class LLMServiceSpec(ApiModel):
     model: ModelSpec
+    """The model to serve: exactly one of source or catalogRef."""
     runtime: RuntimeSelection
+    """The InferenceRuntime to serve it with: exactly one of name or selector.vendor."""
     resources: Resources = empty_object_default(Resources)
+    """What each backend replica requests."""
     scaling: Scaling = empty_object_default(Scaling)
+    """Backend replicas, scale-to-zero and the activation of a cold backend."""
     cache: Cache = empty_object_default(Cache)
+    """Where the model's files are kept between backend starts."""
     endpoint: Endpoint = empty_object_default(Endpoint)
+    """The always-on OpenAI-compatible gateway in front of the backend."""
     image_pull_secrets: list[LocalObjectReference] = Field(default_factory=list)
     """Applied to backend, gateway and prewarm Pods."""
 
@@ -286,6 +342,7 @@ class Phase(StrEnum):
 
 class LLMServiceStatus(ApiModel):
     phase: Phase | None = None
+    """Summary: Pending, Loading, Ready, ScaledToZero or Degraded."""
     resolved_runtime: str | None = None
     """Name of the InferenceRuntime the controller selected."""
     replicas: NonNegativeInt32 | None = None
@@ -293,6 +350,8 @@ class LLMServiceStatus(ApiModel):
     endpoint_url: str | None = Field(default=None, alias="endpointURL")
     """In-cluster OpenAI-compatible base URL, ending in /v1."""
     conditions: list[Condition] = condition_list()
+    """Ready (serving now), Degraded (a failure that will not fix itself) and AutoscalingReady
+    (KEDA External Push configured), each at the reconciled generation."""
 
 
 class LLMService(ApiModel):
