@@ -5,10 +5,12 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
+from noctaya.core.plugins import VendorRegistry
 from noctaya.gateway.config import ColdStartMode, load_config
 from noctaya.gateway.local.gateway_env import gateway_env
 from noctaya.gateway.local.manifest import load_manifest
 from noctaya.gateway.local.plan import plan_local
+from noctaya.k8s.offline import render_files
 
 from .support import runtime_doc, service_doc, write_manifest
 
@@ -42,6 +44,7 @@ def test_local_gateway_env_is_the_single_gateway_contract_on_loopback(
         ("NOCTAYA_ACTIVATION_TIMEOUT", "30s"),
         ("NOCTAYA_COLDSTART_MODE", mode),
         ("NOCTAYA_HEARTBEAT_INTERVAL", heartbeat),
+        ("NOCTAYA_SERVED_MODELS", '["svc"]'),
     ]
 
 
@@ -109,3 +112,19 @@ def test_the_gateway_asks_the_runtime_s_http_readiness_path(
     env = gateway_env(plan, "127.0.0.1:0")
     assert env.get("NOCTAYA_BACKEND_READINESS_PATH") == path
     assert load_config(env).backend_readiness_path == (path or "/health")
+
+
+def test_local_mode_and_the_operator_list_the_same_served_models() -> None:
+    """Both come from the core: the engine's --served-model-name, in the gateway env contract."""
+    plan = plan_local(load_manifest(EXAMPLE))
+    local = gateway_env(plan, "127.0.0.1:0")["NOCTAYA_SERVED_MODELS"]
+    rendered = render_files(
+        [EXAMPLE], VendorRegistry.discover(), gateway_image="gw", gateway_replicas=1
+    )
+    (gateway,) = [o for o in rendered.objects if o["metadata"]["name"] == "demo-gateway"]
+    env = {
+        e["name"]: e.get("value")
+        for e in gateway["spec"]["template"]["spec"]["containers"][0]["env"]
+    }
+    assert local == env["NOCTAYA_SERVED_MODELS"] == '["demo"]'
+    assert load_config(gateway_env(plan, "127.0.0.1:0")).served_models == ("demo",)

@@ -79,6 +79,7 @@ def test_back_to_one_gateway_deletes_the_budget_the_aggregator_and_the_demand_to
         "NOCTAYA_ACTIVATION_TIMEOUT",
         "NOCTAYA_COLDSTART_MODE",
         "NOCTAYA_HEARTBEAT_INTERVAL",
+        "NOCTAYA_SERVED_MODELS",
     ]
     assert [p["name"] for p in container["ports"]] == ["http", "grpc"]
     assert "volumeMounts" not in container

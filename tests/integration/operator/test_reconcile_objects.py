@@ -17,7 +17,7 @@ from support.manifests import inference_runtime, llmservice
 from .cluster import controller_reference, everything_in, read
 from .conftest import GATEWAY_IMAGE
 
-pytestmark = pytest.mark.integration
+pytestmark = [pytest.mark.integration, pytest.mark.kubernetes_matrix]
 
 RUNTIME_IMAGE = "vllm/vllm-openai:v0.10.0"
 POD_SECURITY = {
@@ -275,6 +275,7 @@ def test_single_gateway_service_renders_its_whole_stack_owned_by_the_service(
         env("NOCTAYA_ACTIVATION_TIMEOUT", "5m0s"),
         env("NOCTAYA_COLDSTART_MODE", "keepalive"),
         env("NOCTAYA_HEARTBEAT_INTERVAL", "10s"),
+        env("NOCTAYA_SERVED_MODELS", '["qwen"]'),
     ]
     assert "volumeMounts" not in container
 
@@ -431,6 +432,7 @@ def test_several_gateways_add_a_budget_an_aggregate_scaler_and_a_demand_token(
         env("NOCTAYA_ACTIVATION_TIMEOUT", "5m0s"),
         env("NOCTAYA_COLDSTART_MODE", "keepalive"),
         env("NOCTAYA_HEARTBEAT_INTERVAL", "10s"),
+        env("NOCTAYA_SERVED_MODELS", '["Qwen/Qwen3-8B"]'),
         env("NOCTAYA_DEMAND_AUTH_TOKEN_FILE", "/var/run/noctaya/demand-auth/token"),
     ]
     assert container["volumeMounts"] == [demand_mount]

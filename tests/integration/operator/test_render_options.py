@@ -460,6 +460,7 @@ def test_single_gateway_mounts_the_client_keys_and_serves_scaler_tls_itself(
         ("NOCTAYA_ACTIVATION_TIMEOUT", "2m0s"),
         ("NOCTAYA_COLDSTART_MODE", "reject"),
         ("NOCTAYA_HEARTBEAT_INTERVAL", "2s"),
+        ("NOCTAYA_SERVED_MODELS", '["Qwen/Qwen3-8B"]'),
         ("NOCTAYA_CLIENT_API_KEY_FILE", "/var/run/noctaya/client-auth/api-key"),
         *TLS_ENV,
     ]
@@ -496,6 +497,7 @@ def test_several_gateways_leave_scaler_tls_to_the_aggregator(rendered: Rendered)
         ("NOCTAYA_ACTIVATION_TIMEOUT", "5m0s"),
         ("NOCTAYA_COLDSTART_MODE", "reject"),
         ("NOCTAYA_HEARTBEAT_INTERVAL", "2s"),
+        ("NOCTAYA_SERVED_MODELS", '["Qwen/Qwen3-8B"]'),
         ("NOCTAYA_CLIENT_API_KEY_FILE", "/var/run/noctaya/client-auth/api-key"),
         ("NOCTAYA_DEMAND_AUTH_TOKEN_FILE", "/var/run/noctaya/demand-auth/token"),
     ]

@@ -1,5 +1,5 @@
 """The gateway's ASGI application: diagnostics routes, then authorize → read the body → admit →
-activate → proxy.
+activate → proxy. The model list routes stop before admission (`model_list`): never demand.
 
 Order matters: a request is authenticated before it may take a queue slot (a bad key gets 401
 even when the queue is full), its body has arrived before it counts as demand, and it is
@@ -28,6 +28,7 @@ from noctaya.gateway.demand import DemandTracker
 from noctaya.gateway.demand_feed import DemandFeed
 from noctaya.gateway.lifespan import serve_lifespan
 from noctaya.gateway.metrics import CONTENT_TYPE, GatewayMetrics
+from noctaya.gateway.model_list import ModelList, model_list_target
 from noctaya.gateway.proxy import Upstream, UpstreamUnavailable
 from noctaya.gateway.readiness import ReadinessProbe
 from noctaya.gateway.request_target import origin_form
@@ -80,6 +81,7 @@ class GatewayApp:
         )
         self.activation = ActivationWatcher(self.demand, self.readiness, config.readiness_interval)
         self._cold = ColdStart(config, self.readiness, self.activation, self.metrics, self._forward)
+        self._models = ModelList(config.served_models)
 
     def end_cold_waits_at(self, when: float) -> None:
         """Draining: requests waiting for the backend get their 503 at `when` (loop time)."""
@@ -157,6 +159,9 @@ class GatewayApp:
             await self._error(closing(send) if http1 else send, REQUEST_TIMEOUT, openai)
             return
         channel.watch()
+        if (target := model_list_target(scope)) is not None:
+            await self._model_list(scope, channel, body, send, target)
+            return
         if not self.demand.try_admit():
             await self._error(send, QUEUE_FULL, openai, reason="queue_full")
             return
@@ -168,6 +173,16 @@ class GatewayApp:
             await self._cold.handle(scope, channel, body, send, openai)
         finally:
             self.demand.release()
+
+    async def _model_list(
+        self, scope: dict[str, Any], channel: ClientChannel, body: bytes, send: Send, target: str
+    ) -> None:
+        """Never demand: a ready backend answers, else the gateway does, with no queue slot and
+        no activation lease either way."""
+        if self.readiness.cached_ready() or await self.readiness.ready():
+            await self._forward(scope, channel, body, send, True, False)
+        else:
+            self.metrics.count_response(await self._models.answer(target, send))
 
     async def _authorized(self, scope: dict[str, Any], send: Send, openai: bool) -> bool:
         assert self._auth is not None

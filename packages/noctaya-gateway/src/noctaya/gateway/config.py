@@ -7,6 +7,7 @@ defaults too, so in-process tests can shrink them; the environment never sets th
 from __future__ import annotations
 
 import enum
+import json
 import re
 from collections.abc import Mapping
 from dataclasses import dataclass
@@ -153,6 +154,15 @@ GATEWAY_SETTINGS = (
         "cold backend. Set from `spec.endpoint.coldStart.heartbeatInterval`.",
     ),
     Setting(
+        names.SERVED_MODELS,
+        "",
+        'JSON list of names (`["qwen3-8b"]`); anything else stops startup',
+        "The names the backend answers to: the gateway lists them on `GET /v1/models` (and "
+        "answers `GET /v1/models/{name}`) while no backend is ready, without waking it. The "
+        "operator and local mode set the engine's `--served-model-name` (or `--model_alias`), "
+        "else the model reference. Unset: an empty list.",
+    ),
+    Setting(
         names.CLIENT_API_KEY_FILE,
         "",
         "path of a file holding the key; readable and not empty at startup",
@@ -246,6 +256,7 @@ class GatewayConfig:
     client_send_timeout: float = DEFAULT_CLIENT_SEND_TIMEOUT.seconds
     backend_read_timeout: float = DEFAULT_BACKEND_READ_TIMEOUT.seconds
     backend_head_timeout: float = DEFAULT_BACKEND_HEAD_TIMEOUT.seconds
+    served_models: tuple[str, ...] = ()
 
 
 def load_config(environ: Mapping[str, str]) -> GatewayConfig:
@@ -297,7 +308,22 @@ def load_config(environ: Mapping[str, str]) -> GatewayConfig:
         backend_head_timeout=_timeout(
             environ, names.BACKEND_HEAD_TIMEOUT, DEFAULT_BACKEND_HEAD_TIMEOUT
         ),
+        served_models=_served_models(environ.get(names.SERVED_MODELS)),
     )
+
+
+def _served_models(text: str | None) -> tuple[str, ...]:
+    if not text:
+        return ()
+    try:
+        listed = json.loads(text)
+    except ValueError:
+        listed = None
+    if not isinstance(listed, list) or not all(isinstance(n, str) and n for n in listed):
+        raise ConfigError(
+            f"{names.SERVED_MODELS} must be a JSON list of model names, got {go_quote(text)}"
+        )
+    return tuple(listed)
 
 
 def listen_addr_setting(environ: Mapping[str, str], name: str, default: str) -> str:

@@ -69,6 +69,8 @@ class GatewayPlan:
     image_pull_secrets: tuple[str, ...]
     limits: RequestLimits = field(default_factory=RequestLimits)
     scheduling: Scheduling = field(default_factory=Scheduling)
+    served_models: tuple[str, ...] = ()
+    """The names the engine answers to (`served_model_names`), listed while it is cold."""
 
     @property
     def aggregated(self) -> bool:
@@ -87,6 +89,7 @@ def plan_gateway(
     replicas: int,
     scaler_tls_secret: str | None,
     defaults: GatewayDefaults | None = None,
+    served_models: tuple[str, ...] = (),
 ) -> GatewayPlan:
     if not image:
         raise NoctayaError(REASON, "gateway image is required")
@@ -109,4 +112,5 @@ def plan_gateway(
         image_pull_secrets=tuple(ref.name for ref in spec.image_pull_secrets if ref.name),
         limits=defaults.limits,
         scheduling=defaults.scheduling,
+        served_models=served_models,
     )

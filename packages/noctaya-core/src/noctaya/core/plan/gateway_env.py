@@ -9,6 +9,7 @@ come in as a `GatewayPlacement`.
 from __future__ import annotations
 
 import enum
+import json
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
@@ -19,6 +20,7 @@ BACKEND_URL = "NOCTAYA_BACKEND_URL"
 BACKEND_READINESS_PATH = "NOCTAYA_BACKEND_READINESS_PATH"
 LISTEN_ADDR = "NOCTAYA_LISTEN_ADDR"
 MAX_QUEUE = "NOCTAYA_MAX_QUEUE"
+SERVED_MODELS = "NOCTAYA_SERVED_MODELS"
 SCALER_LISTEN_ADDR = "NOCTAYA_SCALER_LISTEN_ADDR"
 DEMAND_AGGREGATOR_URL = "NOCTAYA_DEMAND_AGGREGATOR_URL"
 GATEWAY_ID = "NOCTAYA_GATEWAY_ID"
@@ -91,6 +93,11 @@ def scaler_tls_env(files: ScalerTLSFiles) -> list[EnvEntry]:
     ]
 
 
+def served_models_value(names: tuple[str, ...]) -> str:
+    """A JSON list of strings: a model name may hold any character, commas included."""
+    return json.dumps(list(names), ensure_ascii=False)
+
+
 def request_limits_env(plan: GatewayPlan) -> list[EnvEntry]:
     """The limits the platform set; the gateway's own defaults stand for the others."""
     limits = plan.limits
@@ -106,7 +113,7 @@ def request_limits_env(plan: GatewayPlan) -> list[EnvEntry]:
 
 def gateway_env(plan: GatewayPlan, placement: GatewayPlacement) -> list[EnvEntry]:
     """In one fixed order: backend (and its readiness path), listen, queue, scaler, timeout,
-    cold start, request limits, credentials."""
+    cold start, served models, credentials, request limits."""
     result: list[EnvEntry] = [(BACKEND_URL, placement.backend_url)]
     if placement.readiness_path is not None:
         result.append((BACKEND_READINESS_PATH, placement.readiness_path))
@@ -125,11 +132,13 @@ def gateway_env(plan: GatewayPlan, placement: GatewayPlacement) -> list[EnvEntry
         result.append((COLDSTART_MODE, plan.cold_start_mode))
         if plan.heartbeat_interval.nanoseconds > 0:
             result.append((HEARTBEAT_INTERVAL, str(plan.heartbeat_interval)))
-    result.extend(request_limits_env(plan))
+    if plan.served_models:
+        result.append((SERVED_MODELS, served_models_value(plan.served_models)))
     if placement.api_key_file is not None:
         result.append((CLIENT_API_KEY_FILE, placement.api_key_file))
     if reporting is not None and plan.aggregated:
         result.append((DEMAND_AUTH_TOKEN_FILE, reporting.token_file))
     elif placement.scaler_tls is not None:
         result.extend(scaler_tls_env(placement.scaler_tls))
+    result.extend(request_limits_env(plan))
     return result

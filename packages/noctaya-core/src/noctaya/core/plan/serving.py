@@ -24,6 +24,7 @@ from noctaya.core.plan.backend import BackendPlan, CacheMount, literal_env, plan
 from noctaya.core.plan.container import ClaimVolume, HostPathVolume, Volume
 from noctaya.core.plan.gateway import GatewayDefaults, GatewayPlan, plan_gateway
 from noctaya.core.plan.identity import ServiceIdentity
+from noctaya.core.plan.served_models import served_model_names
 from noctaya.core.ports import VendorAdapter
 
 
@@ -90,7 +91,12 @@ def plan_serving(
     )
     backend = plan_backend(service, runtime, adapter, model, cache=cache_mount(cache))
     gateway = plan_gateway(
-        spec, gateway_image, gateway_replicas, autoscaling.scaler_tls_secret, gateway_defaults
+        spec,
+        gateway_image,
+        gateway_replicas,
+        autoscaling.scaler_tls_secret,
+        gateway_defaults,
+        served_model_names(backend.args, model.path),
     )
     return ServingPlan(
         service=identity,
