@@ -306,11 +306,16 @@ async def test_absolute_form_targets_are_routed_by_their_path(
     assert (status, body) == (b"HTTP/1.1 200 ", b"")
     status, headers, body = await raw_exchange(
         gateway.server.port,
-        b"GET http://gateway.example/v1/models HTTP/1.1\r\nHost: g\r\n\r\n",
+        b"GET http://gateway.example/v1/completions HTTP/1.1\r\nHost: g\r\n\r\n",
     )
     assert status == b"HTTP/1.1 503 "
     assert headers["content-type"] == "application/json", "the /v1 shape, chosen by the path"
     assert json.loads(body)["error"]["code"] == "cold_start"
+    status, _, body = await raw_exchange(
+        gateway.server.port,
+        b"GET http://gateway.example/v1/models HTTP/1.1\r\nHost: g\r\n\r\n",
+    )
+    assert (status, json.loads(body)) == (b"HTTP/1.1 200 ", {"object": "list", "data": []})
 
 
 @pytest.mark.parametrize(
