@@ -15,6 +15,7 @@ from urllib.parse import urlsplit
 
 from noctaya.core.plan import gateway_env as names
 from noctaya.core.values import Duration
+from noctaya.core.values.duration import positive_duration
 from noctaya.core.values.go_text import go_positive_int, go_quote
 from noctaya.core.values.listen_address import parse_listen_address
 from noctaya.gateway.describe import describe_error
@@ -375,12 +376,11 @@ def _timeout(environ: Mapping[str, str], name: str, default: Duration) -> float:
     if not text:
         return default.seconds
     try:
-        value = Duration.parse(text)
+        return positive_duration(text).seconds
     except ValueError:
-        value = Duration(0)
-    if value.nanoseconds <= 0:
-        raise ConfigError(f'{name} must be a positive duration such as "{default}", got "{text}"')
-    return value.seconds
+        raise ConfigError(
+            f'{name} must be a positive duration such as "{default}", got "{text}"'
+        ) from None
 
 
 def _byte_size(text: str | None) -> int:

@@ -20,6 +20,7 @@ from noctaya.core.api.validation import describe
 from noctaya.core.plan.container import Scheduling, Toleration, toleration
 from noctaya.core.plan.gateway import GatewayDefaults, RequestLimits
 from noctaya.core.values import Duration
+from noctaya.core.values.duration import positive_duration
 from noctaya.core.values.quantity import byte_count
 from pydantic import TypeAdapter, ValidationError
 
@@ -134,12 +135,11 @@ def _duration(values: Mapping[str, Any], dest: str) -> Duration | None:
     if not text:
         return None
     try:
-        value = Duration.parse(text)
+        return positive_duration(text)
     except ValueError:
-        value = Duration(0)
-    if value.nanoseconds <= 0:
-        raise ValueError(f'{_flag(dest)}: must be a positive duration such as "90s", got "{text}"')
-    return value
+        raise ValueError(
+            f'{_flag(dest)}: must be a positive duration such as "90s", got "{text}"'
+        ) from None
 
 
 def _node_selector(text: str) -> dict[str, str]:

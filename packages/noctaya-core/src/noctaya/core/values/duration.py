@@ -95,6 +95,14 @@ class Duration:
         return text_form_schema(validate)
 
 
+def positive_duration(text: str) -> Duration:
+    """A Go duration above zero (`90s`, `10m`); ValueError for anything else."""
+    value = Duration.parse(text)
+    if value.nanoseconds <= 0:
+        raise ValueError(f"time: duration {go_quote(text)} is not positive")
+    return value
+
+
 def _leading_component(rest: str, original: str) -> tuple[int, str]:
     """One `<number><unit>` component of `rest` in nanoseconds, and what follows it."""
     match = _COMPONENT.match(rest)
