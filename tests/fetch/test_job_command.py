@@ -149,6 +149,7 @@ def test_two_services_on_one_shared_cache_download_their_model_once(
     running = [job.start() for job in jobs]
     outputs = [process.communicate(timeout=120) for process in running]
     assert [process.returncode for process in running] == [0, 0], outputs
+    assert all(job.marker is not None and job.marker.is_file() for job in jobs)
     downloads = [
         r.path
         for r in hub.requests

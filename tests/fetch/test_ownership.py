@@ -155,3 +155,30 @@ def test_a_waiter_returns_as_soon_as_the_destination_is_done(destination: Path, 
         assert str(owner.waited_for) == "pid 999999 on node-b"
     finally:
         os.close(holder)
+
+
+def test_a_lock_file_that_is_a_link_is_never_written_through(
+    destination: Path, lock: Path, tmp_path: Path
+) -> None:
+    """Whoever can plant a link in the cache gets a refusal, not a truncated file elsewhere."""
+    elsewhere = tmp_path / "elsewhere"
+    elsewhere.write_bytes(b"not the fetcher's")
+    lock.symlink_to(elsewhere)
+
+    with pytest.raises(OSError, match="Too many levels of symbolic links"):
+        Ownership(destination, "oci://r/x", QUICK).acquire(done=lambda: False)
+
+    assert elsewhere.read_bytes() == b"not the fetcher's"
+
+
+def test_a_huge_lock_file_is_read_only_as_far_as_a_record_goes(
+    destination: Path, lock: Path
+) -> None:
+    lock.write_bytes(b"x" * (64 << 20))
+
+    owner = Ownership(destination, "oci://r/x", QUICK)
+    started = time.monotonic()
+    assert owner.acquire(done=lambda: False), "unreadable, unlocked, and it stopped changing"
+    owner.release()
+
+    assert time.monotonic() - started < QUICK.stale_after + 2

@@ -44,6 +44,8 @@ from noctaya.fetch.progress import format_bytes, format_duration, tree_size
 log = logging.getLogger("noctaya.fetch")
 _NO_LOCKS = frozenset({errno.ENOLCK, errno.EOPNOTSUPP, errno.ENOSYS, errno.EINVAL})
 _BOOT_ID = Path("/proc/sys/kernel/random/boot_id")
+_RECORD_MAX = 4096
+"""A record is a short line; more is not read (the lock file may hold anything)."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -99,7 +101,8 @@ class Ownership:
         Raises `TransientFetchError` after waiting `waiting.timeout` seconds.
         """
         self._path.parent.mkdir(parents=True, exist_ok=True)
-        self._descriptor = os.open(self._path, os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o644)
+        flags = os.O_RDWR | os.O_CREAT | os.O_CLOEXEC | os.O_NOFOLLOW  # never write through a link
+        self._descriptor = os.open(self._path, flags, 0o644)
         started = time.monotonic()
         reported = -float("inf")
         seen = (b"", started)
@@ -201,7 +204,11 @@ class Ownership:
     def _read(self) -> tuple[bytes, Owner | None]:
         """The record as stored (opened afresh: NFS revalidates a file when it is opened)."""
         try:
-            raw = self._path.read_bytes()[:4096]
+            descriptor = os.open(self._path, os.O_RDONLY | os.O_CLOEXEC | os.O_NOFOLLOW)
+            try:
+                raw = os.read(descriptor, _RECORD_MAX)
+            finally:
+                os.close(descriptor)
         except OSError:
             return b"", None
         try:
