@@ -10,22 +10,15 @@ import yaml
 from helm.chart import Helm
 from helm.conftest import helm  # noqa: F401  (the pinned helm binary)
 
+from . import markdown_tables
+
 REPO = Path(__file__).resolve().parents[2]
 PAGE = REPO / "docs" / "operations" / "index.md"
 ROLE = REPO / "config" / "rbac" / "role.yaml"
 
 
 def table_after(marker: str) -> list[list[str]]:
-    """The cells of the first Markdown table from `marker` on (header and rule skipped)."""
-    text = PAGE.read_text(encoding="utf-8")
-    lines = text[text.index(marker) :].splitlines()
-    first = next(i for i, line in enumerate(lines) if line.startswith("|"))
-    rows = []
-    for line in lines[first + 2 :]:
-        if not line.startswith("|"):
-            break
-        rows.append([cell.strip() for cell in line.strip("|").split(" | ")])
-    return rows
+    return markdown_tables.table_after(PAGE, marker)
 
 
 def test_the_rbac_table_is_the_generated_cluster_role_rule_for_rule() -> None:
