@@ -320,13 +320,15 @@ def operator_pods(api_client: k8s_client.ApiClient) -> list[k8s_client.V1Pod]:
     return [pod for pod in pods.items if not pod.metadata.deletion_timestamp]
 
 
-def upgrade(cluster: Cluster, helm: Helm, *settings: str) -> None:
-    """`helm upgrade --reuse-values --set ...` the release, then waits until the rollout is over
-    and the leader runs the new pod template (its arguments are what the operator acts on)."""
+def upgrade(cluster: Cluster, helm: Helm, *settings: str, values: list[str] | None = None) -> None:
+    """`helm upgrade --reuse-values --set ...` the release (or, given `values`, with exactly
+    those helm arguments), then waits until the rollout is over and the leader runs the new pod
+    template (its arguments are what the operator acts on)."""
     sets = [word for setting in settings for word in ("--set", setting)]
     done = helm.run(
         "upgrade", RELEASE, str(REPO / "charts" / "noctaya"), "--namespace", DEFAULT_NAMESPACE,
-        "--reuse-values", *sets, "--kubeconfig", str(cluster.kubeconfig),
+        *(["--reuse-values"] if values is None else values), *sets,
+        "--kubeconfig", str(cluster.kubeconfig),
     )  # fmt: skip
     assert done.returncode == 0, f"helm upgrade failed:\n{done.stderr}"
     apps = k8s_client.AppsV1Api(cluster.api_client)
