@@ -195,3 +195,6 @@ def test_when_a_backend_stops_names_the_grace_and_each_services_stabilization() 
     assert (local, a10) == ("3s", "5m")
     assert "`scaling.scaleDownStabilization` (3 s here)" in text
     assert "`scaling.scaleDownStabilization` (5 minutes here)" in text
+    local_mode = " ".join((REPO / "examples" / "local" / "README.md").read_text().split())
+    assert "holds demand for 15 s (activation grace)" in local_mode
+    assert "stops a cooldown after its last request ends, or after that grace" in local_mode
