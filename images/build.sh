@@ -67,17 +67,7 @@ for image in noctaya engine-stub; do
     [[ $other == "$image" ]] || umoci rm --image "$single:$other"
   done
   umoci gc --layout "$single"
-  # ref.name is the tag (skopeo's oci-archive:FILE:TAG); containerd reads the full name.
-  python3 - "$single/index.json" "$version" "$registry/$name:$version" <<'PY'
-import json, sys
-path, tag, name = sys.argv[1:]
-index = json.load(open(path))
-(manifest,) = index["manifests"]
-manifest["annotations"] = {"org.opencontainers.image.ref.name": tag, "io.containerd.image.name": name}
-json.dump(index, open(path, "w"))
-PY
-  tar --sort=name --owner=0 --group=0 --numeric-owner --mtime="@0" -C "$single" \
-    -cf "$out/$name-$version.oci.tar.tmp" oci-layout index.json blobs
-  mv "$out/$name-$version.oci.tar.tmp" "$out/$name-$version.oci.tar"
+  bash "$repo/images/write-archive.sh" "$single" "$version" "$registry/$name:$version" \
+    "$out/$name-$version.oci.tar"
 done
 rm -rf "$work"

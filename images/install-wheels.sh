@@ -1,11 +1,14 @@
 #!/usr/bin/env bash
 # Install Noctaya's wheels and their locked dependencies into a virtualenv inside a root
 # filesystem, with the root filesystem's own Python. The Dockerfile and images/build.sh both run
-# this script, so the images they make hold the same packages installed the same way.
+# this script, so the images they make hold the same packages installed the same way; derive.sh
+# runs it to add wheels (a vendor plugin) to the environment of an image already built.
 #
 # Usage: install-wheels.sh ROOTFS DIST UV
 #   ROOTFS  the image's root filesystem; gets /opt/noctaya (needs root: it chroots into ROOTFS)
-#   DIST    a directory with the wheels to install and requirements.txt (`uv export`, hashed)
+#   DIST    a directory with the wheels to install and requirements.txt (`uv export`, hashed),
+#           or without requirements.txt: wheels added to ROOTFS's existing /opt/noctaya, which
+#           must already hold every dependency they have (`pip check` says which is missing)
 #   UV      the uv binary that installs them; copied in for the install and removed afterwards
 set -euo pipefail
 
@@ -20,8 +23,13 @@ work=/tmp/noctaya-install
 
 shopt -s nullglob
 wheels=("$dist"/*.whl)
-if [[ ${#wheels[@]} -eq 0 || ! -f $dist/requirements.txt ]]; then
-  echo "$dist must hold the wheels to install and requirements.txt" >&2
+requirements=$dist/requirements.txt
+if [[ ${#wheels[@]} -eq 0 ]]; then
+  echo "$dist holds no wheel to install" >&2
+  exit 2
+fi
+if [[ ! -f $requirements && ! -x $rootfs$venv/bin/python ]]; then
+  echo "$dist has no requirements.txt and $rootfs has no $venv to add the wheels to" >&2
   exit 2
 fi
 
@@ -34,7 +42,7 @@ mkdir -p "$rootfs$work/dist" "$rootfs/dev"
 rm -f "$rootfs/dev/null"
 mknod -m 666 "$rootfs/dev/null" c 1 3
 cp "$uv" "$rootfs$work/uv"
-cp "${wheels[@]}" "$dist/requirements.txt" "$rootfs$work/dist/"
+cp "${wheels[@]}" "$rootfs$work/dist/"
 cp -L /etc/resolv.conf "$rootfs/etc/resolv.conf"
 environment=(PATH=/usr/bin:/bin HOME=$work UV_CACHE_DIR=$work/cache UV_NO_CONFIG=1
   UV_PYTHON_DOWNLOADS=never)
@@ -49,9 +57,12 @@ done
 in_rootfs() {
   env -i "${environment[@]}" "$(command -v chroot)" "$rootfs" "$work/uv" "$@"
 }
-in_rootfs venv --quiet --no-project --python "$python" "$venv"
-in_rootfs pip install --quiet --python "$venv/bin/python" --no-deps --require-hashes \
-  --compile-bytecode --link-mode=copy -r "$work/dist/requirements.txt"
+if [[ -f $requirements ]]; then
+  cp "$requirements" "$rootfs$work/requirements.txt"
+  in_rootfs venv --quiet --no-project --python "$python" "$venv"
+  in_rootfs pip install --quiet --python "$venv/bin/python" --no-deps --require-hashes \
+    --compile-bytecode --link-mode=copy -r "$work/requirements.txt"
+fi
 (cd "$rootfs$work/dist" && printf '%s\n' *.whl) | sed "s|^|$work/dist/|" > "$rootfs$work/wheels.txt"
 in_rootfs pip install --quiet --python "$venv/bin/python" --no-deps --compile-bytecode \
   --link-mode=copy -r "$work/wheels.txt"
