@@ -15,6 +15,7 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
+from fetch.conftest import hub, registry  # noqa: F401  (the prewarm Job's sources)
 
 from .oci import Bundle, Layout, extract, unpack
 

@@ -62,6 +62,27 @@ def extract(archive: Path, into: Path) -> Layout:
 
 
 @dataclass(frozen=True)
+class Mount:
+    """A host folder or file bound into a container at `destination`."""
+
+    destination: str
+    source: Path
+    read_only: bool = False
+
+
+@dataclass(frozen=True)
+class Confinement:
+    """What a pod's security context makes of a container: its user, groups and capabilities."""
+
+    uid: int
+    gid: int
+    supplementary_gids: tuple[int, ...] = ()
+    no_new_privileges: bool = False
+    capabilities: tuple[str, ...] | None = None
+    """None keeps the runtime's default set."""
+
+
+@dataclass(frozen=True)
 class Bundle:
     """A runtime bundle unpacked from an image: its root filesystem and runc config."""
 
@@ -72,7 +93,12 @@ class Bundle:
         return self.root / "rootfs"
 
     def _container(
-        self, args: list[str] | None, env: Mapping[str, str], host_network: bool
+        self,
+        args: list[str] | None,
+        env: Mapping[str, str],
+        host_network: bool,
+        mounts: tuple[Mount, ...] = (),
+        confinement: Confinement | None = None,
     ) -> tuple[str, list[str]]:
         """A container's name and runc command line; args None keeps the image entrypoint."""
         config = json.loads((self.root / "config.json").read_text())
@@ -82,6 +108,26 @@ class Bundle:
             process["args"] = args
         process["env"] += [f"{name}={value}" for name, value in env.items()]
         config["root"] = {"path": str(self.rootfs), "readonly": True}
+        for mount in mounts:
+            options = ["rbind", "ro" if mount.read_only else "rw"]
+            config["mounts"].append(
+                {
+                    "destination": mount.destination,
+                    "type": "bind",
+                    "source": str(mount.source),
+                    "options": options,
+                }
+            )
+        if confinement is not None:
+            process["user"] = {
+                "uid": confinement.uid,
+                "gid": confinement.gid,
+                "additionalGids": list(confinement.supplementary_gids),
+            }
+            process["noNewPrivileges"] = confinement.no_new_privileges
+            if confinement.capabilities is not None:
+                sets = ("bounding", "effective", "permitted", "inheritable", "ambient")
+                process["capabilities"] = {name: list(confinement.capabilities) for name in sets}
         if host_network:
             namespaces = config["linux"]["namespaces"]
             config["linux"]["namespaces"] = [ns for ns in namespaces if ns["type"] != "network"]
@@ -91,9 +137,17 @@ class Bundle:
         (bundle / "config.json").write_text(json.dumps(config))
         return name, ["runc", "run", "--bundle", str(bundle), name]
 
-    def run(self, *args: str) -> subprocess.CompletedProcess[str]:
-        """Run args in a fresh container of the image (read-only root, the image's user)."""
-        name, command = self._container(list(args), {}, host_network=False)
+    def run(
+        self,
+        *args: str,
+        env: Mapping[str, str] | None = None,
+        mounts: tuple[Mount, ...] = (),
+        confinement: Confinement | None = None,
+        host_network: bool = False,
+    ) -> subprocess.CompletedProcess[str]:
+        """Run args in a fresh container of the image: a read-only root and the image's user,
+        unless `confinement` says who runs them."""
+        name, command = self._container(list(args), env or {}, host_network, mounts, confinement)
         try:
             return subprocess.run(
                 command,

@@ -61,9 +61,12 @@ def test_a_hub_secret_ref_becomes_the_token_variable_of_the_job_and_the_serving_
     job = read(api_client, "batch/v1", "Job", namespace, "gated-prewarm")
     [prewarm] = job["spec"]["template"]["spec"]["containers"]
     job_env = prewarm["env"]
-    assert [entry["name"] for entry in job_env[:3]] == [
+    assert [entry["name"] for entry in job_env[:6]] == [
         "HF_HOME",
         "MODELSCOPE_CACHE",
+        "HOME",
+        "TMPDIR",
+        "XDG_CACHE_HOME",
         "TORCH_DEVICE_BACKEND_AUTOLOAD",
     ]
     assert job_env[-1] == {"name": variable, "valueFrom": TOKEN}

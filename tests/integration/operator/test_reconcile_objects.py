@@ -316,9 +316,10 @@ def test_single_gateway_service_renders_its_whole_stack_owned_by_the_service(
     job_pod = job["spec"]["template"]["spec"]
     assert job_pod["restartPolicy"] == "OnFailure"
     assert job_pod["automountServiceAccountToken"] is False
-    assert job_pod["securityContext"] == {"fsGroup": 65532, "fsGroupChangePolicy": "OnRootMismatch"}
+    assert job_pod["securityContext"] == {**POD_SECURITY, "fsGroupChangePolicy": "OnRootMismatch"}
     assert job_pod["volumes"] == [
-        {"name": "model-cache", "persistentVolumeClaim": {"claimName": "qwen-cache"}}
+        {"name": "model-cache", "persistentVolumeClaim": {"claimName": "qwen-cache"}},
+        {"name": "scratch", "emptyDir": {}},
     ]
     [prewarm] = job_pod["containers"]
     assert prewarm["name"] == "prewarm"
@@ -332,10 +333,17 @@ def test_single_gateway_service_renders_its_whole_stack_owned_by_the_service(
     assert prewarm["env"] == [
         env("HF_HOME", "/cache/hf"),
         env("MODELSCOPE_CACHE", "/cache/modelscope"),
+        env("HOME", "/tmp"),
+        env("TMPDIR", "/tmp"),
+        env("XDG_CACHE_HOME", "/tmp/.cache"),
         env("TORCH_DEVICE_BACKEND_AUTOLOAD", "0"),
         env("VLLM_USE_MODELSCOPE", "true"),
     ]
-    assert prewarm["volumeMounts"] == [{"name": "model-cache", "mountPath": "/cache"}]
+    assert prewarm["securityContext"] == CONTAINER_SECURITY
+    assert prewarm["volumeMounts"] == [
+        {"name": "model-cache", "mountPath": "/cache"},
+        {"name": "scratch", "mountPath": "/tmp"},
+    ]
     assert prewarm["resources"] == {}
 
     status = status_of("qwen", namespace)

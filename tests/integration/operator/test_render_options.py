@@ -26,6 +26,7 @@ DIGEST = "0123456789abcdef" * 4
 OCI_URI = f"oci://registry.example.com/models/qwen3@sha256:{DIGEST}"
 OCI_MARKER = f"/cache/oci/sha256-{DIGEST}/.noctaya-ready"
 SECRET_MODE = 0o440
+SCRATCH_VOLUME = {"name": "scratch", "emptyDir": {}}
 CACHE_ENV = [
     {"name": "HF_HOME", "value": "/cache/hf"},
     {"name": "MODELSCOPE_CACHE", "value": "/cache/modelscope"},
@@ -121,7 +122,8 @@ def test_shared_pvc_prewarm_serves_read_only_after_the_ready_marker(rendered: Re
     assert strip_defaults(init) == wait_for_marker("/cache/.noctaya-ready")
     job = rendered.job_pod("shared")
     assert job["volumes"] == [
-        {"name": "model-cache", "persistentVolumeClaim": {"claimName": "shared-cache"}}
+        {"name": "model-cache", "persistentVolumeClaim": {"claimName": "shared-cache"}},
+        SCRATCH_VOLUME,
     ]
     [prewarm] = job["containers"]
     assert prewarm["command"] == [
@@ -185,6 +187,7 @@ def test_oci_model_is_staged_by_the_job_and_served_read_only_from_a_host_path_ca
     job = rendered.job_pod("oci")
     assert job["volumes"] == [
         host_cache,
+        SCRATCH_VOLUME,
         {
             "name": "oci-registry-auth",
             "secret": {
@@ -195,9 +198,16 @@ def test_oci_model_is_staged_by_the_job_and_served_read_only_from_a_host_path_ca
         },
     ]
     assert "initContainers" not in job, "noctaya-fetch verifies and promotes in one container"
-    assert job["securityContext"] == {"runAsUser": 0, "runAsGroup": 0}, (
-        "a root-owned host folder is written as root: fsGroup does not apply to hostPath"
-    )
+    assert job["securityContext"] == {
+        "runAsUser": 0,
+        "runAsGroup": 0,
+        "seccompProfile": {"type": "RuntimeDefault"},
+    }, "a root-owned host folder is written as root: fsGroup does not apply to hostPath"
+    assert job["containers"][0]["securityContext"] == {
+        "allowPrivilegeEscalation": False,
+        "readOnlyRootFilesystem": True,
+        "capabilities": {"drop": ["ALL"]},
+    }, "root, but with no capability and no way to gain one"
     [prewarm] = job["containers"]
     assert prewarm["image"] == GATEWAY_IMAGE
     assert prewarm["command"] == [
@@ -210,6 +220,7 @@ def test_oci_model_is_staged_by_the_job_and_served_read_only_from_a_host_path_ca
     ]
     assert prewarm["volumeMounts"] == [
         {"name": "model-cache", "mountPath": "/cache"},
+        {"name": "scratch", "mountPath": "/tmp"},
         {
             "name": "oci-registry-auth",
             "mountPath": "/var/run/noctaya/registry-auth",
@@ -233,7 +244,7 @@ def test_oci_model_on_a_pvc_cache_mounts_the_claim_read_only(rendered: Rendered)
         "name": "model-cache",
         "persistentVolumeClaim": {"claimName": "ocipvc-cache"},
     }
-    assert len(job["volumes"]) == 1, "no registry credentials without a secretRef"
+    assert job["volumes"][1:] == [SCRATCH_VOLUME], "no registry credentials without a secretRef"
     assert job["containers"][0]["command"] == [
         "noctaya-fetch",
         f"oci://registry.example.com/models/qwen3@sha256:{DIGEST}",

@@ -28,7 +28,12 @@ HF = resolve_model("hf://Qwen/Qwen3-8B")
 MODELSCOPE = resolve_model("modelscope://Qwen/Qwen3-8B")
 PVC = resolve_model("pvc://weights/qwen")
 OCI = resolve_model(OCI_URI)
-PREWARM_ENV = (*CACHE_ENV, LiteralEnv("TORCH_DEVICE_BACKEND_AUTOLOAD", "0"))
+SCRATCH_ENV = (
+    LiteralEnv("HOME", "/tmp"),
+    LiteralEnv("TMPDIR", "/tmp"),
+    LiteralEnv("XDG_CACHE_HOME", "/tmp/.cache"),
+)
+PREWARM_ENV = (*CACHE_ENV, *SCRATCH_ENV, LiteralEnv("TORCH_DEVICE_BACKEND_AUTOLOAD", "0"))
 TIMEOUT = 60
 
 

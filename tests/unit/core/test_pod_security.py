@@ -17,7 +17,7 @@ from noctaya.core.observation import (
     PodFacts,
     observe_tier,
 )
-from noctaya.core.plan.pod_security import Level, PodSecurity
+from noctaya.core.plan.pod_security import RESTRICTED, Level, PodSecurity
 from noctaya.core.plan.serving import ServingPlan, plan_serving
 from noctaya.core.plugins import VendorRegistry
 from support.manifests import inference_runtime, llmservice
@@ -46,6 +46,12 @@ def test_a_backend_meets_baseline_as_its_image_runs() -> None:
     assert plan().backend.pod_security == PodSecurity(
         Level.BASELINE, "the serving container runs with its image's own user and privileges"
     )
+
+
+def test_a_prewarm_job_on_a_claim_meets_restricted() -> None:
+    planned = plan({"cache": {"strategy": "SharedPVC", "prewarm": True}})
+    assert planned.prewarm is not None
+    assert planned.prewarm.pod_security == RESTRICTED
 
 
 def test_a_host_folder_cache_makes_backend_and_prewarm_privileged_naming_the_volume() -> None:

@@ -17,7 +17,7 @@ from noctaya.core.model_source import LiteralEnv, ResolvedModel, SecretEnv, Sour
 from noctaya.core.plan.container import Env
 from noctaya.core.plan.pod_security import (
     HOST_PATH_CACHE,
-    Level,
+    RESTRICTED,
     PodSecurity,
     host_folder_security,
 )
@@ -39,7 +39,17 @@ CACHE_ENV = (
     LiteralEnv("HF_HOME", f"{CACHE_MOUNT_PATH}/hf"),
     LiteralEnv("MODELSCOPE_CACHE", f"{CACHE_MOUNT_PATH}/modelscope"),
 )
-PREWARM_ENV = (*CACHE_ENV, LiteralEnv("TORCH_DEVICE_BACKEND_AUTOLOAD", "0"))
+SCRATCH_VOLUME_NAME = "scratch"
+SCRATCH_MOUNT_PATH = "/tmp"
+SCRATCH_ENV = (
+    LiteralEnv("HOME", SCRATCH_MOUNT_PATH),
+    LiteralEnv("TMPDIR", SCRATCH_MOUNT_PATH),
+    LiteralEnv("XDG_CACHE_HOME", f"{SCRATCH_MOUNT_PATH}/.cache"),
+)
+"""Where the fetch clients keep what is not the model (huggingface-hub's and modelscope's
+per-user files, Python's temporary files, the OCI client's credential lookup): the Job's scratch
+volume, as the image's root filesystem is read-only."""
+PREWARM_ENV = (*CACHE_ENV, *SCRATCH_ENV, LiteralEnv("TORCH_DEVICE_BACKEND_AUTOLOAD", "0"))
 """A prewarm Job has no accelerator; stop torch from probing for device backends."""
 _HUB_STEERING_ENV = re.compile(r"HF_ENDPOINT|HF_HUB_\w+|MODELSCOPE_\w+|(?i:https?_proxy|no_proxy)")
 """Runtime env that steers hub and HTTP clients (mirrors, proxies, hub client settings), which
@@ -47,8 +57,6 @@ the prewarm Job needs as much as the serving container."""
 
 FETCH_COMMAND = "noctaya-fetch"
 """The fetcher the prewarm / staging Job runs from the Noctaya image (which has no shell)."""
-FETCH_USER = 65532
-"""The Noctaya image's unprivileged user; the Job's fsGroup, so it can write a fresh PVC."""
 
 REGISTRY_AUTH_VOLUME_NAME = "oci-registry-auth"
 REGISTRY_AUTH_DIR = "/var/run/noctaya/registry-auth"
@@ -192,10 +200,12 @@ def plan_prewarm(
 
 
 def fetcher_security(volume: CacheVolume) -> PodSecurity:
-    """A host folder keeps the Job from baseline; a claim does not."""
+    """The fetcher runs as the Noctaya image's unprivileged user with nothing to escalate to,
+    except where the node creates the cache folder root-owned: there it writes as root, and
+    the host folder alone keeps the Job from baseline."""
     if isinstance(volume, HostPathCache):
         return host_folder_security([f'"{CACHE_VOLUME_NAME}" ({HOST_PATH_CACHE})'])
-    return PodSecurity(Level.BASELINE, "the fetcher container sets no security context")
+    return RESTRICTED
 
 
 def is_hub_steering(name: str) -> bool:

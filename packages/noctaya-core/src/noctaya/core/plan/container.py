@@ -120,6 +120,13 @@ class MemoryVolume:
 
 
 @dataclass(frozen=True, slots=True)
+class ScratchVolume:
+    """Scratch space on the node's disk, emptied with the pod (a fetcher's temporary files)."""
+
+    name: str
+
+
+@dataclass(frozen=True, slots=True)
 class ClaimVolume:
     """A persistent volume claim; `read_only` also marks the claim itself read-only."""
 
@@ -137,7 +144,7 @@ class HostPathVolume:
     type: str | None = None
 
 
-Volume = MemoryVolume | ClaimVolume | HostPathVolume
+Volume = MemoryVolume | ScratchVolume | ClaimVolume | HostPathVolume
 
 
 @dataclass(frozen=True, slots=True)

@@ -7,24 +7,27 @@ from __future__ import annotations
 from noctaya.core.cache_planning import (
     CACHE_MOUNT_PATH,
     CACHE_VOLUME_NAME,
-    FETCH_USER,
     REGISTRY_AUTH_DIR,
     REGISTRY_AUTH_FILE,
     REGISTRY_AUTH_SECRET_KEY,
     REGISTRY_AUTH_VOLUME_NAME,
+    SCRATCH_MOUNT_PATH,
+    SCRATCH_VOLUME_NAME,
     CacheVolume,
     HostPathCache,
     PrewarmPlan,
     PvcCache,
 )
 from noctaya.core.plan.backend import secret_env
-from noctaya.core.plan.container import Env
+from noctaya.core.plan.container import Env, ScratchVolume
 from noctaya.core.plan.serving import ServingPlan, cache_volume
 from noctaya.k8s.apply import with_create_once_hash
 from noctaya.k8s.render.backend import apply_scheduling, template_metadata
 from noctaya.k8s.render.container import env_var, volume
 from noctaya.k8s.render.labels import selector_labels
 from noctaya.k8s.render.objects import (
+    RESTRICTED_CONTAINER_SECURITY,
+    RESTRICTED_POD_SECURITY,
     Obj,
     mount,
     new_object,
@@ -55,7 +58,9 @@ def render_cache_pvc(plan: ServingPlan) -> Obj | None:
 
 
 def render_prewarm_job(plan: ServingPlan) -> Obj | None:
-    """The Job that runs `noctaya-fetch` into the cache: no accelerator, no service account.
+    """The Job that runs `noctaya-fetch` into the cache: no accelerator, no service account,
+    a read-only root filesystem with a scratch volume for what the fetch clients write besides
+    the model.
 
     `restartPolicy: OnFailure` retries in place up to the backoff limit; a permanent failure
     (exit 2) ends within seconds each time, so it costs little to try it again.
@@ -65,13 +70,20 @@ def render_prewarm_job(plan: ServingPlan) -> Obj | None:
         return None
     svc, backend = plan.service, plan.backend
     labels = selector_labels(svc)  # no runtime label: the backend Pod watch ignores these pods
-    volumes = [volume(cache_volume(prewarm.volume, read_only=False))]
+    volumes = [
+        volume(cache_volume(prewarm.volume, read_only=False)),
+        volume(ScratchVolume(SCRATCH_VOLUME_NAME)),
+    ]
     container: Obj = {
         "name": "prewarm",
         "image": prewarm.image,
         "command": list(prewarm.command),
         "env": [env_var(e) for e in _prewarm_env(prewarm)],
-        "volumeMounts": [mount(CACHE_VOLUME_NAME, CACHE_MOUNT_PATH)],
+        "securityContext": RESTRICTED_CONTAINER_SECURITY,
+        "volumeMounts": [
+            mount(CACHE_VOLUME_NAME, CACHE_MOUNT_PATH),
+            mount(SCRATCH_VOLUME_NAME, SCRATCH_MOUNT_PATH),
+        ],
     }
     if prewarm.registry_secret_name:
         items = [{"key": REGISTRY_AUTH_SECRET_KEY, "path": REGISTRY_AUTH_FILE}]
@@ -119,8 +131,8 @@ def _fetcher_identity(cache: CacheVolume) -> Obj:
     On a claim, fsGroup lets that user write a fresh volume's root and read the 0400
     credentials (the kubelet gives a secret volume's files to the group). A hostPath folder is
     created root-owned and fsGroup does not apply to it, so there the fetcher runs as root, as
-    the serving images do.
+    the serving images do, still with every capability dropped and no way to gain one.
     """
     if isinstance(cache, HostPathCache):
-        return {"runAsUser": 0, "runAsGroup": 0}
-    return {"fsGroup": FETCH_USER, "fsGroupChangePolicy": "OnRootMismatch"}
+        return {"runAsUser": 0, "runAsGroup": 0, "seccompProfile": {"type": "RuntimeDefault"}}
+    return {**RESTRICTED_POD_SECURITY, "fsGroupChangePolicy": "OnRootMismatch"}

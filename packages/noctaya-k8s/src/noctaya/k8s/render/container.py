@@ -17,6 +17,7 @@ from noctaya.core.plan.container import (
     HostPathVolume,
     MemoryVolume,
     Mount,
+    ScratchVolume,
     Toleration,
     Volume,
 )
@@ -77,6 +78,8 @@ def probe(check: HealthCheck) -> Obj:
 def volume(planned: Volume) -> Obj:
     if isinstance(planned, MemoryVolume):
         return {"name": planned.name, "emptyDir": {"medium": "Memory"}}
+    if isinstance(planned, ScratchVolume):
+        return {"name": planned.name, "emptyDir": {}}
     if isinstance(planned, ClaimVolume):
         claim: Obj = {"claimName": planned.claim}
         if planned.read_only:

@@ -49,13 +49,16 @@ def http_probe(path: str, port: int | str) -> Obj:
     return {"httpGet": {"path": path, "port": port}}
 
 
+IMAGE_USER = 65532
+"""The Noctaya image's unprivileged user and group (its config's `User`)."""
 RESTRICTED_POD_SECURITY: Obj = {
     "runAsNonRoot": True,
-    "runAsUser": 65532,
-    "runAsGroup": 65532,
-    "fsGroup": 65532,
+    "runAsUser": IMAGE_USER,
+    "runAsGroup": IMAGE_USER,
+    "fsGroup": IMAGE_USER,
     "seccompProfile": {"type": "RuntimeDefault"},
 }
+"""The pod of a Noctaya image container; fsGroup lets it write a fresh claim's root."""
 RESTRICTED_CONTAINER_SECURITY: Obj = {
     "allowPrivilegeEscalation": False,
     "readOnlyRootFilesystem": True,
