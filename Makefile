@@ -4,7 +4,7 @@ UV_VERSION := 0.13.8
 export UV_PYTHON_DOWNLOADS := never
 UV := $(shell command -v uv 2>/dev/null || echo .tools/bin/uv)
 
-.PHONY: test sync control-plane helm test-packages llama-cpp lint crds docs proto demo cluster-deps cluster images
+.PHONY: test sync control-plane helm test-packages llama-cpp lint crds docs proto demo cluster-deps cluster images matrix
 
 $(UV):
 	python3 -m venv .tools && .tools/bin/pip install -q uv==$(UV_VERSION)
@@ -45,11 +45,19 @@ lint: sync
 	.venv/bin/mypy packages/noctaya-core/src
 
 # The e2e tests (tests/e2e, in the single-node cluster) run after the rest of the suite, which
-# deselects them (pyproject.toml addopts).
+# deselects them (pyproject.toml addopts). The main suite runs on the newest Kubernetes release
+# of the support matrix; the oldest runs its CRD and operator tests in between.
 test: sync control-plane helm test-packages cluster llama-cpp lint
 	bash hack/fetch-keda-crds.sh
 	.venv/bin/pytest
+	bash hack/test-kubernetes-matrix.sh --oldest
 	.venv/bin/pytest -m e2e tests/e2e
+
+# Every release of the Kubernetes support matrix (hack/kubernetes-matrix.env), and the release
+# below it, which must still refuse the CRDs: builds each kube-apiserver once (about 5 minutes).
+matrix: sync
+	bash hack/fetch-keda-crds.sh
+	bash hack/test-kubernetes-matrix.sh
 
 demo: sync
 	.venv/bin/python -m noctaya.gateway.local.demo examples/local/engine-stub.yaml

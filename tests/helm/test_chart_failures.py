@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from .chart import CHART, Helm
+from .chart import CHART, REPO, Helm
 
 pytestmark = pytest.mark.helm
 
@@ -89,7 +89,18 @@ def test_several_operators_without_leader_election_fail(helm: Helm) -> None:
     assert "operator.replicas > 1 requires operator.leaderElect=true" in message
 
 
-def test_clusters_older_than_the_chart_supports_are_refused(helm: Helm) -> None:
-    result = helm.run("template", "noctaya", str(CHART), "--kube-version", "1.24.0")
+def test_clusters_older_than_the_tested_matrix_are_refused(helm: Helm) -> None:
+    oldest = oldest_tested_release()
+    minor = ".".join(oldest.removeprefix("v").split(".")[:2])
+    below = f"1.{int(minor.split('.')[1]) - 1}.99"
+    result = helm.run("template", "noctaya", str(CHART), "--kube-version", below)
     assert result.returncode != 0
-    assert "chart requires kubeVersion: >=1.25.0-0" in result.stderr
+    assert f"chart requires kubeVersion: >={minor}.0-0" in result.stderr
+    assert helm.run("template", "noctaya", str(CHART), "--kube-version", oldest).returncode == 0
+
+
+def oldest_tested_release() -> str:
+    for line in (REPO / "hack" / "kubernetes-matrix.env").read_text().splitlines():
+        if line.startswith("KUBERNETES_MATRIX="):
+            return line.split("=", 1)[1].strip('"').split()[0]
+    raise AssertionError("hack/kubernetes-matrix.env names no KUBERNETES_MATRIX")

@@ -12,8 +12,8 @@ from kubernetes import client as k8s_client
 from kubernetes import config as k8s_config
 from kubernetes.client.exceptions import ApiException
 from support.envtest import ControlPlane
+from support.envtest.binaries import kubernetes_version
 from support.envtest.crds import established
-from support.envtest.prerequisites import REPO_ROOT
 
 pytestmark = pytest.mark.integration
 
@@ -22,19 +22,12 @@ def _named(name: str) -> k8s_client.V1ObjectMeta:
     return k8s_client.V1ObjectMeta(name=name)
 
 
-def _pinned_kubernetes_version() -> str:
-    pins = (REPO_ROOT / "hack" / "control-plane-versions.env").read_text()
-    return next(
-        str(line.split("=", 1)[1].strip())
-        for line in pins.splitlines()
-        if line.startswith("KUBERNETES_VERSION=")
-    )
-
-
-def test_api_server_runs_the_pinned_kubernetes_version(api_client: k8s_client.ApiClient) -> None:
-    assert k8s_client.VersionApi(api_client).get_code().git_version == (
-        _pinned_kubernetes_version()
-    )
+@pytest.mark.kubernetes_matrix
+def test_api_server_runs_the_release_the_session_asked_for(
+    api_client: k8s_client.ApiClient,
+) -> None:
+    """The pinned release, or the matrix release a `make matrix` run names."""
+    assert k8s_client.VersionApi(api_client).get_code().git_version == kubernetes_version()
 
 
 def test_kubeconfig_authenticates_as_a_cluster_admin(kubeconfig: Path) -> None:

@@ -99,6 +99,7 @@ def _get(port: int, path: str, context: ssl.SSLContext | None = None, token: str
         connection.close()
 
 
+@pytest.mark.kubernetes_matrix
 def test_operator_with_only_its_rbac_reconciles_a_service_then_stops_cleanly_on_sigterm(
     api_client: k8s.ApiClient,
     resources: CustomResources,
