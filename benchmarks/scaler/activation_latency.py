@@ -45,7 +45,12 @@ from noctaya.gateway.scaler._proto import externalscaler_pb2_grpc as pb_grpc
 from benchmarks.gateway import revision
 
 LEASE = "100ms"
-COLD_REQUEST = b"GET /v1/models HTTP/1.1\r\nHost: gateway\r\n\r\n"
+COLD_REQUEST = (
+    b"POST /v1/chat/completions HTTP/1.1\r\nHost: gateway\r\nContent-Type: application/json\r\n"
+    b"Content-Length: 71\r\n\r\n"
+    b'{"model":"m","stream":true,"messages":[{"role":"user","content":"hi"}]}'
+)
+"""A streamed chat completion: what counts as demand (a model list never does)."""
 PATHS = ("single gateway", "via aggregator")
 LOAD_WARMUP_SECONDS = 1.0
 

@@ -68,10 +68,18 @@ async def test_single_gateway_stream_turns_active_on_the_first_cold_request_and_
     await gateway.stop()
 
 
+COLD_REQUEST = (
+    b"POST /v1/chat/completions HTTP/1.1\r\nHost: gateway\r\nContent-Type: application/json\r\n"
+    b"Content-Length: 71\r\n\r\n"
+    b'{"model":"m","stream":true,"messages":[{"role":"user","content":"hi"}]}'
+)
+"""A streamed chat completion: what counts as demand (a model list never does)."""
+
+
 async def held_request(port: int) -> tuple[asyncio.StreamReader, asyncio.StreamWriter]:
     """A cold request the gateway holds (keepalive mode) until the backend is ready."""
     reader, writer = await asyncio.open_connection("127.0.0.1", port)
-    writer.write(b"GET /v1/models HTTP/1.1\r\nHost: gateway\r\n\r\n")
+    writer.write(COLD_REQUEST)
     await writer.drain()
     return reader, writer
 
