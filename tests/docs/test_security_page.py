@@ -1,10 +1,17 @@
 """Security: what the page says about key rotation is what the gateway does
 (tests/gateway/test_auth.py: a rotated file refuses the old key at once; a file of two lines
-accepts neither)."""
+accepts neither), and its Pod Security table says what each pod's plan states
+(tests/integration/test_pod_security_levels.py holds the plans to the API server's admission)."""
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from pathlib import Path
+
+import yaml
+from noctaya.core.plan.pod_security import RESTRICTED, Level
+from support.custom_resources import Manifest
+from support.plans import serving_plan
 
 PAGE = Path(__file__).resolve().parents[2] / "docs" / "operations" / "security.md"
 
@@ -14,3 +21,59 @@ def test_rotation_is_said_to_have_a_window_because_one_key_is_accepted() -> None
     assert "The gateway accepts one key at a time" in text
     assert "a rotation always has a window where some clients fail" in text
     assert "without a window" not in text
+
+
+RESTRICTED_RUNTIME = PAGE.parents[2] / "examples" / "box" / "engine-stub-restricted.yaml"
+# Each row of the Pod Security table, by the start of its first cell, and the level the plan
+# states for that pod (the gateway's and the aggregator's are the constant the operator passes).
+STATED: dict[str, Callable[[], Level]] = {
+    "operator": lambda: Level.RESTRICTED,  # tests/helm/test_chart_pod_security.py
+    "gateway": lambda: RESTRICTED.level,
+    "demand aggregator": lambda: RESTRICTED.level,
+    "prewarm or OCI staging Job (`<llmservice>-prewarm`) on a claim": lambda: prewarm_level(
+        {"cache": {"prewarm": True}}
+    ),
+    "prewarm or OCI staging Job on a `HostPath` cache": lambda: prewarm_level(
+        {"cache": {"strategy": "HostPath", "prewarm": True}}
+    ),
+    "backend (`<llmservice>`), runtime without": lambda: backend_level(),
+    "backend, runtime whose": lambda: backend_level(
+        runtime=yaml.safe_load(RESTRICTED_RUNTIME.read_text(encoding="utf-8"))["spec"]
+    ),
+    "backend on a `HostPath` cache": lambda: backend_level({"cache": {"strategy": "HostPath"}}),
+    "backend whose runtime probes name a `host`": lambda: backend_level(
+        runtime={"health": {"startup": {"tcpSocket": {"port": 8000, "host": "10.0.0.9"}}}}
+    ),
+}
+
+
+def backend_level(service: Manifest | None = None, runtime: Manifest | None = None) -> Level:
+    return serving_plan(service, runtime).backend.pod_security.level
+
+
+def prewarm_level(service: Manifest) -> Level:
+    prewarm = serving_plan(service).prewarm
+    assert prewarm is not None
+    return prewarm.pod_security.level
+
+
+def pod_security_rows() -> list[tuple[str, str]]:
+    """(pod, level) of each row of the Pod Security table."""
+    text = PAGE.read_text(encoding="utf-8")
+    section = text.split("## Pod Security levels", 1)[1].split("\n## ", 1)[0]
+    rows = [line.split(" | ") for line in section.splitlines() if line.startswith("| ")]
+    return [(row[0].removeprefix("| "), row[1].strip("`")) for row in rows[1:]]
+
+
+def test_the_pod_security_table_says_what_each_pods_plan_states() -> None:
+    rows = pod_security_rows()
+    assert len(rows) == len(STATED), rows
+    for pod, level in rows:
+        [stated] = [state for start, state in STATED.items() if pod.startswith(start)]
+        assert level == stated(), pod
+
+
+def test_ascend_host_paths_keep_its_backends_privileged_as_the_table_says() -> None:
+    row = next(pod for pod, _ in pod_security_rows() if pod.startswith("backend on a `HostPath`"))
+    assert "Ascend" in row
+    assert backend_level(runtime={"vendor": "ascend"}) is Level.PRIVILEGED

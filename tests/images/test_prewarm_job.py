@@ -19,12 +19,8 @@ import pytest
 from fetch.conftest import model_files, tree_files
 from fetch.fake_hub import Hub
 from fetch.registry import RunningRegistry, push_files
-from noctaya.core.api import parse_inferenceruntime, parse_llmservice
-from noctaya.core.model_source import resolve_model_spec
-from noctaya.core.plan.serving import plan_serving
-from noctaya.core.plugins import VendorRegistry
 from noctaya.k8s.render.cache import render_prewarm_job
-from support.manifests import inference_runtime, llmservice
+from support.plans import serving_plan
 
 from .conftest import IMAGES
 from .oci import Bundle, Confinement, Mount
@@ -37,18 +33,7 @@ Obj = dict[str, Any]
 
 def rendered_job(service: Obj, runtime_env: list[Obj]) -> Obj:
     """The Job the operator renders for `service` (spec changes) with a runtime of `runtime_env`."""
-    llm = parse_llmservice(llmservice("chat", {"runtime": {"name": "rt"}, **service}))
-    llm.metadata.namespace = "tenant"
-    runtime = parse_inferenceruntime(inference_runtime("rt", {"container": {"env": runtime_env}}))
-    plan = plan_serving(
-        llm,
-        runtime,
-        VendorRegistry.discover().adapter("nvidia"),
-        resolve_model_spec(llm.spec.model),
-        gateway_image="ghcr.io/noctaya/noctaya:test",
-        gateway_replicas=1,
-    )
-    job = render_prewarm_job(plan)
+    job = render_prewarm_job(serving_plan(service, {"container": {"env": runtime_env}}))
     assert job is not None
     return job
 

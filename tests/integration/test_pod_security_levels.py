@@ -5,32 +5,39 @@ The judge is the API server's own Pod Security admission: each rendered pod temp
 enforces the next stricter level, which must refuse it. The services vary what decides a level:
 the cache (claim, shared with prewarm, host folder), the model source (hub, OCI with registry
 credentials, claim), the vendor (Ascend's host paths), a probe that names a host, several
-gateways (the aggregator), and the drain hook.
+gateways (the aggregator), the drain hook, and the runtime's security context (restricted
+contexts, with the prewarm init container, and one that runs as root).
 """
 
 from __future__ import annotations
 
-import secrets
 from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import Any
 
 import pytest
 from kubernetes import client as k8s_client
-from kubernetes.client.exceptions import ApiException
-from noctaya.core.api import parse_inferenceruntime, parse_llmservice
-from noctaya.core.model_source import resolve_model_spec
-from noctaya.core.plan.pod_security import ENFORCE_LABEL, RESTRICTED, Level, PodSecurity
-from noctaya.core.plan.serving import ServingPlan, plan_serving
-from noctaya.core.plugins import VendorRegistry
+from noctaya.core.plan.pod_security import RESTRICTED, Level, PodSecurity
+from noctaya.core.plan.serving import ServingPlan
 from noctaya.k8s.render.serving import render_serving
-from support.manifests import inference_runtime, llmservice
+from support.plans import serving_plan
+from support.pod_security import admission_refusal, enforcing_namespaces
 
 pytestmark = pytest.mark.integration
 
 STRICTER = {Level.PRIVILEGED: Level.BASELINE, Level.BASELINE: Level.RESTRICTED}
 OCI_DIGEST = "sha256:" + "ab" * 32
 PROBE_WITH_HOST = {"httpGet": {"path": "/health", "port": "http", "host": "10.1.2.3"}}
+RESTRICTED_CONTEXT = {
+    "runAsNonRoot": True,
+    "runAsUser": 1000,
+    "runAsGroup": 1000,
+    "allowPrivilegeEscalation": False,
+    "capabilities": {"drop": ["ALL"]},
+    "seccompProfile": {"type": "RuntimeDefault"},
+}
+USER_ONLY_CONTEXT = {k: v for k, v in RESTRICTED_CONTEXT.items() if k != "runAsNonRoot"}
+ROOT_CONTEXT = {**USER_ONLY_CONTEXT, "runAsUser": 0}
 
 # (service changes, runtime changes, gateway replicas) per case.
 CASES: dict[str, tuple[dict[str, Any], dict[str, Any], int]] = {
@@ -64,6 +71,26 @@ CASES: dict[str, tuple[dict[str, Any], dict[str, Any], int]] = {
     ),
     "Ascend host paths": ({}, {"vendor": "ascend"}, 1),
     "probe that names a host": ({}, {"health": {"readiness": PROBE_WITH_HOST}}, 1),
+    "runtime that opts into restricted, shared claim filled by prewarm": (
+        {"cache": {"strategy": "SharedPVC", "prewarm": True}},
+        {"container": {"securityContext": RESTRICTED_CONTEXT}},
+        1,
+    ),
+    "runtime that opts into restricted by its user alone": (
+        {},
+        {"container": {"securityContext": USER_ONLY_CONTEXT}},
+        1,
+    ),
+    "runtime whose context runs as root": (
+        {},
+        {"container": {"securityContext": ROOT_CONTEXT}},
+        1,
+    ),
+    "runtime that opts into restricted, on a host folder": (
+        {"cache": {"strategy": "HostPath"}},
+        {"container": {"securityContext": RESTRICTED_CONTEXT}},
+        1,
+    ),
     "several gateways and a drain hook": (
         {"scaling": {"drainTimeout": "20s"}},
         {"lifecycle": {"preStopDrain": True}},
@@ -96,45 +123,14 @@ def rendered_pods(plan: ServingPlan) -> list[RenderedPod]:
 
 
 def plan_of(case: str) -> ServingPlan:
-    service_changes, runtime_changes, gateway_replicas = CASES[case]
-    service = parse_llmservice(llmservice("chat", {"runtime": {"name": "rt"}, **service_changes}))
-    service.metadata.namespace = "tenant"
-    runtime = parse_inferenceruntime(inference_runtime("rt", runtime_changes))
-    adapter = VendorRegistry.discover().adapter(runtime.spec.vendor)
-    return plan_serving(
-        service,
-        runtime,
-        adapter,
-        resolve_model_spec(service.spec.model),
-        gateway_image="ghcr.io/noctaya/noctaya:test",
-        gateway_replicas=gateway_replicas,
-    )
+    service, runtime, gateway_replicas = CASES[case]
+    return serving_plan(service, runtime, gateway_replicas=gateway_replicas)
 
 
 @pytest.fixture(scope="module")
 def enforcing(api_client: k8s_client.ApiClient) -> Iterator[dict[Level, str]]:
-    """A namespace per level, each enforcing it (at the server's own version of the rules)."""
-    core = k8s_client.CoreV1Api(api_client)
-    suffix = secrets.token_hex(3)
-    names = {level: f"pod-security-{level}-{suffix}" for level in Level}
-    for level, name in names.items():
-        labels = {ENFORCE_LABEL: str(level)}
-        core.create_namespace({"metadata": {"name": name, "labels": labels}})
-    yield names
-    for name in names.values():
-        core.delete_namespace(name)
-
-
-def admission_refusal(api_client: k8s_client.ApiClient, namespace: str, pod: RenderedPod) -> str:
-    """Why the namespace's admission refuses the pod (dry run); empty if it admits it."""
-    body = {"apiVersion": "v1", "kind": "Pod", "metadata": {"name": pod.name}, "spec": pod.spec}
-    try:
-        k8s_client.CoreV1Api(api_client).create_namespaced_pod(namespace, body, dry_run="All")
-    except ApiException as refused:
-        if refused.status != 403:
-            raise
-        return str(refused.body)
-    return ""
+    with enforcing_namespaces(api_client) as names:
+        yield names
 
 
 @pytest.mark.parametrize("case", CASES)
@@ -145,16 +141,16 @@ def test_each_rendered_pod_meets_its_stated_level_and_no_stricter_one(
     assert pods
     for pod in pods:
         level = pod.security.level
-        refusal = admission_refusal(api_client, enforcing[level], pod)
+        refusal = admission_refusal(api_client, enforcing[level], pod.name, pod.spec)
         assert refusal == "", f"{case}: {pod.name} does not meet {level}: {refusal}"
         if level in STRICTER:
             stricter = STRICTER[level]
-            refusal = admission_refusal(api_client, enforcing[stricter], pod)
+            refusal = admission_refusal(api_client, enforcing[stricter], pod.name, pod.spec)
             assert "violates PodSecurity" in refusal, f"{case}: {pod.name} meets {stricter}"
 
 
 def test_the_cases_cover_every_level_and_every_pod_kind() -> None:
     """A case list that lost its host folders or its aggregator would prove less than it says."""
     pods = [pod for case in CASES for pod in rendered_pods(plan_of(case))]
-    assert {pod.security.level for pod in pods} >= {Level.PRIVILEGED, Level.BASELINE}
+    assert {pod.security.level for pod in pods if pod.name == "chat"} == set(Level)
     assert {pod.name for pod in pods} >= {"chat", "chat-gateway", "chat-scaler", "chat-prewarm"}

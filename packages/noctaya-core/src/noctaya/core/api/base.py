@@ -135,6 +135,8 @@ PositiveInt64 = Annotated[
     int, Strict(), Field(ge=1), AfterValidator(_fits(64)), _SchemaFormat("int64")
 ]
 PortNumber = Annotated[int, Strict(), Field(ge=1, le=65535), _SchemaFormat("int32")]
+LinuxId = Annotated[int, Strict(), Field(ge=0, le=2**31 - 1), _SchemaFormat("int64")]
+"""A user or group id, bounded as Pod validation bounds it."""
 StrictBool = Annotated[bool, Strict()]
 VendorName = Annotated[str, Field(min_length=1, max_length=63, pattern=DNS_LABEL_PATTERN)]
 """A vendor plugin's name: a DNS label, so any installed plugin can be named, not a fixed list."""

@@ -23,6 +23,7 @@ from noctaya.core.api.kubernetes import (
     Toleration,
     condition_list,
 )
+from noctaya.core.api.security_context import SecurityContext
 from pydantic import ConfigDict, Field, ValidationInfo, field_validator, model_validator
 
 
@@ -50,6 +51,9 @@ class RuntimeContainer(ApiModel):
     """Environment of the serving container; literal values take the same templates."""
     port: ContainerPort
     """Where the engine serves its API; the backend Service and the probes use it."""
+    security_context: SecurityContext | None = None
+    """Copied to the serving container and its init container; the backend meets the
+    restricted Pod Security level when this does. Whatever would break baseline is refused."""
 
 
 class Sharing(ApiModel):

@@ -121,6 +121,74 @@ METRICS_QUEUE_DEPTH = Rule(
     "has(self.queueDepth) && self.queueDepth != ''",
 )
 
+# The serving container's security context, held to the baseline Pod Security level.
+_BASELINE = "every backend meets the baseline Pod Security level"
+BASELINE_CAPABILITIES = (
+    "AUDIT_WRITE",
+    "CHOWN",
+    "DAC_OVERRIDE",
+    "FOWNER",
+    "FSETID",
+    "KILL",
+    "MKNOD",
+    "NET_BIND_SERVICE",
+    "SETFCAP",
+    "SETGID",
+    "SETPCAP",
+    "SETUID",
+    "SYS_CHROOT",
+)
+"""The capabilities a container runtime grants by default, the only ones baseline lets a
+container add."""
+BASELINE_SELINUX_TYPES = ("container_t", "container_init_t", "container_kvm_t")
+
+
+def _cel_strings(values: tuple[str, ...]) -> str:
+    return "[" + ", ".join(f"'{value}'" for value in values) + "]"
+
+
+NOT_PRIVILEGED = Rule(
+    f"privileged must not be true: {_BASELINE}",
+    "!has(self.privileged) || !self.privileged",
+    "privileged",
+)
+PROC_MOUNT_DEFAULT = Rule(
+    f"procMount must be Default: {_BASELINE}",
+    "!has(self.procMount) || self.procMount == 'Default'",
+    "procMount",
+)
+CAPABILITIES_ADD_BASELINE = Rule(
+    f"add may hold only {', '.join(BASELINE_CAPABILITIES)}: {_BASELINE}",
+    f"!has(self.add) || self.add.all(c, c in {_cel_strings(BASELINE_CAPABILITIES)})",
+    "add",
+)
+PROFILE_CONFINED = Rule(
+    f"type must be RuntimeDefault or Localhost: {_BASELINE}", "self.type != 'Unconfined'", "type"
+)
+PROFILE_LOCALHOST = Rule(
+    "type Localhost needs a localhostProfile, and no other type takes one",
+    "(self.type == 'Localhost') == (has(self.localhostProfile) && self.localhostProfile != '')",
+    "type",
+)
+SELINUX_NO_USER = Rule(
+    f"user must be empty: {_BASELINE}", "!has(self.user) || self.user == ''", "user"
+)
+SELINUX_NO_ROLE = Rule(
+    f"role must be empty: {_BASELINE}", "!has(self.role) || self.role == ''", "role"
+)
+SELINUX_TYPE = Rule(
+    f"type must be empty, {', '.join(BASELINE_SELINUX_TYPES[:-1])} or "
+    f"{BASELINE_SELINUX_TYPES[-1]}: "
+    f"{_BASELINE}",
+    f"!has(self.type) || self.type in {_cel_strings(('', *BASELINE_SELINUX_TYPES))}",
+    "type",
+)
+NO_HOST_PROCESS = Rule(
+    f"hostProcess must not be true: {_BASELINE}",
+    "!has(self.hostProcess) || !self.hostProcess",
+    "hostProcess",
+)
+
 ALL_RULES = (
     MODEL_SOURCE_EXCLUSIVE,
     SECRET_REF_SOURCES,
@@ -136,4 +204,13 @@ ALL_RULES = (
     METRICS_QUEUE_DEPTH,
     QUANTITY_NON_NEGATIVE,
     PORT_NUMBER_OR_NAME,
+    NOT_PRIVILEGED,
+    PROC_MOUNT_DEFAULT,
+    CAPABILITIES_ADD_BASELINE,
+    PROFILE_CONFINED,
+    PROFILE_LOCALHOST,
+    SELINUX_NO_USER,
+    SELINUX_NO_ROLE,
+    SELINUX_TYPE,
+    NO_HOST_PROCESS,
 )

@@ -10,6 +10,7 @@ from dataclasses import dataclass
 
 from noctaya.core.api import InferenceRuntime, LLMService, Probe
 from noctaya.core.api.kubernetes import EnvVarSource, KeySelector
+from noctaya.core.api.security_context import SecurityContext
 from noctaya.core.errors import NoctayaError
 from noctaya.core.model_source import MODEL_STORE_PATH, LiteralEnv, ResolvedModel, SecretEnv
 from noctaya.core.plan.container import (
@@ -26,7 +27,12 @@ from noctaya.core.plan.container import (
     last_wins,
     toleration,
 )
-from noctaya.core.plan.pod_security import PodSecurity, backend_security
+from noctaya.core.plan.pod_security import (
+    PodSecurity,
+    PodSecurityContext,
+    backend_security,
+    pod_security_context,
+)
 from noctaya.core.ports import VendorAdapter
 from noctaya.core.templating import TemplateContext, render_args, render_env_values
 from noctaya.core.vendors import AcceleratorRequest
@@ -74,6 +80,9 @@ class BackendPlan:
     termination_grace_seconds: int | None
     scheduling: Scheduling
     image_pull_secrets: tuple[str, ...]
+    security_context: SecurityContext | None
+    """The runtime's, for the serving container and the init container (same image)."""
+    pod_security_context: PodSecurityContext | None
     pod_security: PodSecurity
     """The Pod Security level the serving pod meets, cache and init container included."""
 
@@ -195,5 +204,13 @@ def plan_backend(
         termination_grace_seconds=grace,
         scheduling=scheduling,
         image_pull_secrets=tuple(ref.name for ref in spec.image_pull_secrets if ref.name),
-        pod_security=backend_security(volumes, cache.volume if cache else None, checks),
+        security_context=rt.container.security_context,
+        pod_security_context=pod_security_context(rt.container.security_context),
+        pod_security=backend_security(
+            rt_name,
+            rt.container.security_context,
+            volumes,
+            cache.volume if cache else None,
+            checks,
+        ),
     )

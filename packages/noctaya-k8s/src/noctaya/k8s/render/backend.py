@@ -13,7 +13,15 @@ from noctaya.core.cache_planning import (
 from noctaya.core.plan.backend import BackendPlan
 from noctaya.core.plan.container import Mount, Scheduling, last_wins
 from noctaya.core.plan.identity import ServiceIdentity
-from noctaya.k8s.render.container import env_var, probe, toleration, volume, volume_mount
+from noctaya.k8s.render.container import (
+    copied,
+    env_var,
+    pod_security_context,
+    probe,
+    toleration,
+    volume,
+    volume_mount,
+)
 from noctaya.k8s.render.labels import VOLCANO_QUEUE, backend_pod_labels, selector_labels
 from noctaya.k8s.render.objects import Obj, mount, new_object, set_image_pull_secrets
 
@@ -79,6 +87,8 @@ def render_backend_deployment(svc: ServiceIdentity, plan: BackendPlan) -> Obj:
     liveness = probe(plan.liveness) if plan.liveness is not None else None
     if liveness:  # a liveness probe with nothing set is no probe at all
         container["livenessProbe"] = liveness
+    if plan.security_context is not None:
+        container["securityContext"] = copied(plan.security_context)
     if plan.prestop_sleep_seconds is not None:
         container["lifecycle"] = {
             "preStop": {
@@ -92,17 +102,20 @@ def render_backend_deployment(svc: ServiceIdentity, plan: BackendPlan) -> Obj:
     }
     if plan.termination_grace_seconds is not None:
         pod["terminationGracePeriodSeconds"] = plan.termination_grace_seconds
+    if plan.pod_security_context is not None:
+        pod["securityContext"] = pod_security_context(plan.pod_security_context)
     set_image_pull_secrets(pod, plan.image_pull_secrets)
     apply_scheduling(pod, plan.scheduling)
     if cache is not None and cache.ready_marker:
-        pod["initContainers"] = [
-            {
-                "name": WAIT_FOR_PREWARM,
-                "image": plan.image,
-                "command": list(python_command(wait_for_marker_program(cache.ready_marker))),
-                "volumeMounts": [mount(CACHE_VOLUME_NAME, CACHE_MOUNT_PATH, read_only=True)],
-            }
-        ]
+        wait: Obj = {
+            "name": WAIT_FOR_PREWARM,
+            "image": plan.image,
+            "command": list(python_command(wait_for_marker_program(cache.ready_marker))),
+            "volumeMounts": [mount(CACHE_VOLUME_NAME, CACHE_MOUNT_PATH, read_only=True)],
+        }
+        if "securityContext" in container:  # the same image, held to the same level
+            wait["securityContext"] = container["securityContext"]
+        pod["initContainers"] = [wait]
     obj = new_object("apps/v1", "Deployment", svc.name, svc.namespace, labels)
     obj["spec"] = {
         "selector": {"matchLabels": selector_labels(svc)},

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from noctaya.core.api import ApiModel
 from noctaya.core.plan.container import (
     ClaimVolume,
     Env,
@@ -21,6 +22,7 @@ from noctaya.core.plan.container import (
     Toleration,
     Volume,
 )
+from noctaya.core.plan.pod_security import PodSecurityContext
 from noctaya.k8s.render.objects import Obj, mount
 
 _PROBE_TIMINGS = (
@@ -94,6 +96,25 @@ def volume(planned: Volume) -> Obj:
 
 def volume_mount(planned: Mount) -> Obj:
     return mount(planned.volume, planned.path, planned.read_only)
+
+
+def copied(declared: ApiModel) -> Obj:
+    """Part of a runtime copied into a pod (a security context), as the API server keeps it."""
+    return dict(server_form(declared.to_wire()))
+
+
+def pod_security_context(planned: PodSecurityContext) -> Obj:
+    """The pod-level fields derived from the serving container's context; a claim is handed to
+    the fsGroup only when its root does not already belong to it."""
+    wire: Obj = {}
+    if planned.run_as_non_root:
+        wire["runAsNonRoot"] = True
+    if planned.seccomp_profile is not None:
+        wire["seccompProfile"] = copied(planned.seccomp_profile)
+    if planned.fs_group is not None:
+        wire["fsGroup"] = planned.fs_group
+        wire["fsGroupChangePolicy"] = "OnRootMismatch"
+    return wire
 
 
 def toleration(planned: Toleration) -> Obj:
