@@ -35,8 +35,10 @@ sys.path.insert(0, str(REPO / "tests"))
 
 from e2e.serving import (  # noqa: E402
     SERVICE_NAME,
+    diagnosed,
     example,
     install,
+    proxy_metric,
     stream_chat,
     wait_idle,
 )
@@ -51,7 +53,17 @@ from support.custom_resources import CustomResources  # noqa: E402
 from urllib3.exceptions import ProtocolError  # noqa: E402
 
 NAMESPACE = "cold-start"
-STEPS = ("scaled to 1", "pod Running", "engine ready", "endpoint ready", "routed", "first token")
+STEPS = (
+    "scaled to 1",
+    "pod Running",
+    "engine ready",
+    "endpoint ready",
+    "routed",
+    "gateway saw ready",
+    "first token",
+)
+GATEWAY_METRICS = f"/api/v1/namespaces/{NAMESPACE}/services/{SERVICE_NAME}:http/proxy/metrics"
+WAIT_SUM = "noctaya_gateway_activation_wait_seconds_sum"
 ROUTE_PROBE_SECONDS = 0.02
 """How often the node tries a connection to the backend's cluster IP (each waits 0.1 s)."""
 CLONE_NEWNET = 0x40000000
@@ -189,17 +201,24 @@ def watching(
 
 
 def wake_through_gateway(api_client: k8s_client.ApiClient) -> Wake:
+    """The gateway's own account of the wait (its activation-wait histogram's sum grows by it)
+    places the moment it saw the backend ready, counted from the request's sending."""
     wake = Wake(time.monotonic())
     stop = threading.Event()
     endpoint = watching(api_client, wake, stop)
     watcher = threading.Thread(target=observe, args=(api_client, wake, stop), daemon=True)
     watcher.start()
+    waited = proxy_metric(api_client, GATEWAY_METRICS, WAIT_SUM) or 0.0
+    sent = time.monotonic()
     for chunk in stream_chat(api_client, NAMESPACE, SERVICE_NAME):
         if chunk.line.startswith(b"data: {"):
             wake.seen.setdefault("first token", chunk.at - wake.started)
     stop.set()
     watcher.join()
     endpoint.join()
+    now_waited = proxy_metric(api_client, GATEWAY_METRICS, WAIT_SUM)
+    if now_waited is not None:
+        wake.seen["gateway saw ready"] = sent - wake.started + now_waited - waited
     return wake
 
 
@@ -253,15 +272,16 @@ def increments(results: dict[str, list[Wake]]) -> str:
     """What follows readiness, per wake: where the paths differ by what the gateway does."""
     lines = ["After the engine was ready (each wake's own difference, seconds)"]
     lines.append(
-        f"  {'':<20} {'endpoint p50':>12} {'routed p50':>10} {'first token p50':>16} "
-        f"{'min':>6} {'max':>6}"
+        f"  {'':<20} {'endpoint p50':>12} {'routed p50':>10} {'gateway saw p50':>15} "
+        f"{'first token p50':>16} {'min':>6} {'max':>6}"
     )
     for title, wakes in results.items():
         endpoint, routed = after_ready(wakes, "endpoint ready"), after_ready(wakes, "routed")
-        token = after_ready(wakes, "first token")
+        saw, token = after_ready(wakes, "gateway saw ready"), after_ready(wakes, "first token")
         lines.append(
-            f"  {title:<20} {_p50(endpoint):>12} {_p50(routed):>10} {_p50(token):>16} "
-            f"{min(token, default=float('nan')):6.2f} {max(token, default=float('nan')):6.2f}"
+            f"  {title:<20} {_p50(endpoint):>12} {_p50(routed):>10} {_p50(saw):>15} "
+            f"{_p50(token):>16} {min(token, default=float('nan')):6.2f} "
+            f"{max(token, default=float('nan')):6.2f}"
         )
     gateway, by_hand = (after_ready(wakes, "first token") for wakes in results.values())
     if gateway and by_hand:
@@ -305,26 +325,46 @@ def measure(archives: list[Path], count: int) -> None:
         k8s_client.CoreV1Api(api_client).create_namespace({"metadata": {"name": NAMESPACE}})
         resources.create(service, NAMESPACE)
         results = {}
-        for title, wake, prepare in (
-            ("through the gateway", wake_through_gateway, None),
-            ("by hand", wake_by_hand, pause_keda),
-        ):
-            if prepare is not None:
-                wait_idle(api_client, NAMESPACE)  # KEDA pauses at the replicas it has: zero
-                prepare(api_client)
-            wakes = []
-            for _ in range(count):
-                wait_idle(api_client, NAMESPACE)
-                wakes.append(wake(api_client))
-                print(
-                    title, " ".join(f"{k}={v:.2f}" for k, v in wakes[-1].seen.items()), flush=True
-                )
-            results[title] = wakes
+        with diagnosed(api_client, NAMESPACE):
+            wait_idle(api_client, NAMESPACE)
+            print(deployed_footprint(), flush=True)
+            for title, wake, prepare in (
+                ("through the gateway", wake_through_gateway, None),
+                ("by hand", wake_by_hand, pause_keda),
+            ):
+                if prepare is not None:
+                    wait_idle(api_client, NAMESPACE)  # KEDA pauses at the replicas it has: 0
+                    prepare(api_client)
+                wakes = []
+                for _ in range(count):
+                    wait_idle(api_client, NAMESPACE)
+                    wakes.append(wake(api_client))
+                    seen = " ".join(f"{k}={v:.2f}" for k, v in wakes[-1].seen.items())
+                    print(title, seen, flush=True)
+                results[title] = wakes
         for title, wakes in results.items():
             print(table(title, wakes))
         print(increments(results))
     finally:
         box.down()
+
+
+def deployed_footprint() -> str:
+    """The resident memory of the image's processes in the box, the service idle: its
+    gateway and the operator's replicas (as the host sees them)."""
+    found: dict[str, list[float]] = {"noctaya-gateway": [], "noctaya-operator": []}
+    for entry in Path("/proc").iterdir():
+        with contextlib.suppress(OSError):
+            command = (entry / "cmdline").read_bytes().split(b"\0")
+            for program, sizes in found.items():
+                if any(part.endswith(f"/opt/noctaya/bin/{program}".encode()) for part in command):
+                    status = (entry / "status").read_text()
+                    kib = next(line for line in status.splitlines() if line.startswith("VmRSS:"))
+                    sizes.append(int(kib.split()[1]) / 1024)
+    return "Idle RSS as deployed (the image's processes in the box, MiB): " + ", ".join(
+        f"{program} {' / '.join(f'{size:.1f}' for size in sorted(sizes)) or '-'}"
+        for program, sizes in found.items()
+    )
 
 
 if __name__ == "__main__":

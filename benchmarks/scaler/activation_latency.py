@@ -5,7 +5,7 @@ activation lease so demand falls back to zero between rounds) and a KEDA stand-i
 ExternalScaler stream, either on the gateway itself or on the aggregator the gateway reports to.
 
     .venv/bin/python benchmarks/scaler/activation_latency.py [--activations 200]
-        [--load 0,64] [--compare REV] [--rounds 1]
+        [--load 0,64] [--compare REV | --without CHANGE] [--rounds 1]
 
 `--load` lists the points to measure at: 0 is a quiet gateway, C > 0 has `wrk` keep C keep-alive
 connections of health probes going through the same gateway the whole time. Probes never count
@@ -13,7 +13,9 @@ as demand (admitted requests would keep it above zero, and nothing could activat
 takes the gateway's event loop through a whole HTTP exchange, on a machine whose two cores the
 load, the gateway, the aggregator and the KEDA stand-in now share. `--compare REV` measures the
 gateway and aggregator of another revision in turn with this tree's at every point (`--rounds`
-alternates them that many times, pooling the samples), so one run prints before and after.
+alternates them that many times, pooling the samples), so one run prints before and after;
+`--without CHANGE` measures this tree with one of its changes to the server undone instead
+(`benchmarks.gateway.without`), the ledger's figure for that change.
 """
 
 from __future__ import annotations
@@ -59,6 +61,7 @@ LOAD_WARMUP_SECONDS = 1.0
 class Contender:
     name: str
     pythonpath: str
+    without: str = ""
     samples: dict[tuple[str, int], list[float]] = field(default_factory=dict)
     load_rps: dict[tuple[str, int], list[float]] = field(default_factory=dict)
 
@@ -111,21 +114,18 @@ def probe_load(http_port: int, connections: int) -> Iterator[list[float]]:
 
 
 def measure_point(
-    path: str, load: int, pythonpath: str, activations: int
+    path: str, load: int, contender: Contender, activations: int
 ) -> tuple[list[float], float]:
     """One contender at one point: fresh processes, then (samples, load req/s)."""
-    cold = {
-        "NOCTAYA_COLDSTART_MODE": "reject",
-        "NOCTAYA_ACTIVATION_TIMEOUT": LEASE,
-        "PYTHONPATH": pythonpath,
-    }
+    own = {"PYTHONPATH": contender.pythonpath, procs.WITHOUT: contender.without}
+    cold = {"NOCTAYA_COLDSTART_MODE": "reject", "NOCTAYA_ACTIVATION_TIMEOUT": LEASE, **own}
     with contextlib.ExitStack() as stack:
         if path == "single gateway":
             gateway, http_port, scaler_port = procs.gateway(cold)
             stack.callback(procs.stop, gateway)
         else:
             token = procs.token_file()
-            aggregator, agg_http, scaler_port = procs.aggregator(token, PYTHONPATH=pythonpath)
+            aggregator, agg_http, scaler_port = procs.aggregator(token, **own)
             stack.callback(procs.stop, aggregator)
             gateway, http_port, _ = procs.gateway(
                 {
@@ -147,7 +147,9 @@ def main() -> int:
     parser.add_argument(
         "--load", default="0", help="wrk connections of health probes per point (0: quiet)"
     )
-    parser.add_argument("--compare", metavar="REV", help="also measure the processes at REV")
+    choice = parser.add_mutually_exclusive_group()
+    choice.add_argument("--compare", metavar="REV", help="also measure the processes at REV")
+    choice.add_argument("--without", metavar="CHANGE", help="also measure without CHANGE")
     parser.add_argument("--rounds", type=int, default=1, help="turns per point and contender")
     args = parser.parse_args()
     loads = [int(c) for c in args.load.split(",")]
@@ -159,10 +161,13 @@ def main() -> int:
         if args.compare is not None:
             path = stack.enter_context(revision.pythonpath(args.compare))
             contenders.insert(0, Contender(revision.describe(args.compare), path))
+        if args.without is not None:
+            here = os.environ.get("PYTHONPATH", "")
+            contenders.append(Contender(f"without {args.without}", here, args.without))
         for point in [(path, load) for load in loads for path in PATHS]:
             for _ in range(args.rounds):
                 for contender in contenders:
-                    samples, rps = measure_point(*point, contender.pythonpath, args.activations)
+                    samples, rps = measure_point(*point, contender, args.activations)
                     contender.samples.setdefault(point, []).extend(samples)
                     contender.load_rps.setdefault(point, []).append(rps)
     rows = [_row(point, contender) for point in contenders[0].samples for contender in contenders]

@@ -27,10 +27,17 @@ def token_file() -> str:
     return path
 
 
+WITHOUT = "BENCH_WITHOUT"
+"""Set in `env`: the process runs with these changes undone (`benchmarks.gateway.without`)."""
+
+
 def launch(args: list[str], env: dict[str, str], ready_url: str) -> subprocess.Popen[bytes]:
     """Start `noctaya-gateway <args>` with `env` and wait until `ready_url` answers 200."""
+    command = [str(BIN / "noctaya-gateway")]
+    if env.get(WITHOUT):
+        command = [sys.executable, "-m", "benchmarks.gateway.without"]
     process = subprocess.Popen(
-        [str(BIN / "noctaya-gateway"), *args],
+        [*command, *args],
         env={**os.environ, **env},
         stdout=subprocess.DEVNULL,
         stderr=None if os.environ.get("BENCH_VERBOSE") else subprocess.DEVNULL,

@@ -276,3 +276,45 @@ async def test_a_request_cancelled_while_waiting_for_the_head_stops_its_body_wri
         assert body_closed.is_set(), "the body writer outlived the cancelled exchange"
     finally:
         await pool.close()
+
+
+async def test_the_backend_name_is_looked_up_once_while_its_address_holds(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """A held request's readiness is probed 20 times a second: each probe looking the Service's
+    name up anew would be several DNS queries. A refused connection keeps the address (nothing
+    listens there yet); any other failure looks the name up again."""
+    loop = asyncio.get_running_loop()
+    lookups: list[object] = []
+    real_lookup, real_connect = loop.getaddrinfo, loop.create_connection
+
+    async def lookup(host: object, *args: object, **kwargs: object) -> object:
+        lookups.append(host)
+        return await real_lookup(host, *args, **kwargs)  # type: ignore[arg-type]
+
+    monkeypatch.setattr(loop, "getaddrinfo", lookup)
+    server = await asyncio.start_server(lambda _, writer: writer.close(), "127.0.0.1", 0)
+    port = server.sockets[0].getsockname()[1]
+    pool = UpstreamPool(f"http://localhost:{port}")
+    try:
+        for _ in range(3):
+            (await pool._connect()).close()
+        server.close()
+        await server.wait_closed()
+        for _ in range(2):
+            with pytest.raises(ConnectionError):  # refused
+                await pool._connect()
+        assert lookups == ["localhost"]
+
+        async def unreachable(*args: object, **kwargs: object) -> object:
+            raise OSError(113, "No route to host")
+
+        monkeypatch.setattr(loop, "create_connection", unreachable)
+        with pytest.raises(ConnectionError):
+            await pool._connect()
+        monkeypatch.setattr(loop, "create_connection", real_connect)
+        with pytest.raises(ConnectionError):  # refused, after a fresh lookup
+            await pool._connect()
+        assert lookups == ["localhost", "localhost"]
+    finally:
+        await pool.close()
