@@ -19,7 +19,6 @@ import httpx
 from hypercorn.asyncio import serve
 from hypercorn.config import Config
 from noctaya.gateway import process
-from noctaya.gateway.date_header import DateOncePerSecondConfig
 from noctaya.gateway.server_patches import install_server_patches
 
 Scope = dict[str, Any]
@@ -188,7 +187,6 @@ async def _main(client: str, port: int, backend: str) -> None:
     config = Config()
     if os.environ.get(GATEWAY_SERVER):
         install_server_patches()
-        config = DateOncePerSecondConfig()
     config.bind = [f"127.0.0.1:{port}"]
     config.accesslog = None
     config.keep_alive_max_requests = 2**31

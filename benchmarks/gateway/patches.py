@@ -39,8 +39,8 @@ from benchmarks.gateway.table import print_table
 from benchmarks.gateway.without import ENVIRONMENT, UNDO
 
 PATH = "/v1/chat/completions"
-THROUGHPUT = ("write-without-drain", "head-with-body", "connection-lifetime", "date-once")
-MEMORY = ("slim-events", "drain-waiter-list", "task-names")
+THROUGHPUT = ("connection-lifetime",)
+MEMORY = ("slim-events", "task-names")
 EVERY_CHANGE = "every change"
 SETTLE_SECONDS = 1.0
 

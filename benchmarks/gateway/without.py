@@ -44,41 +44,15 @@ def _restore(owner: str, attribute: str, original: str) -> Callable[[], None]:
     return undo
 
 
-def _undo_all(*undos: Callable[[], None]) -> Callable[[], None]:
-    def undo() -> None:
-        for each in undos:
-            each()
-
-    return undo
-
-
 def _default_task_factory() -> None:
     from noctaya.gateway import process
 
     process._task_named_for_its_coroutine = None  # type: ignore[assignment]
 
 
-def _keep_drain_waiter_deques() -> None:
-    from noctaya.gateway import connection_lifetime
-
-    connection_lifetime.slim_writer = lambda writer: None  # type: ignore[assignment]
-
-
-H11 = "hypercorn.protocol.h11.H11Protocol"
 UNDO: dict[str, Callable[[], None]] = {
-    "write-without-drain": _drop_installer("response_writes"),
-    "head-with-body": _undo_all(
-        _restore("noctaya.gateway.response_writes.HeadWithBodyH11Protocol", "__init__", H11),
-        _restore("noctaya.gateway.response_writes.HeadWithBodyH11Protocol", "_send_h11_event", H11),
-    ),
     "connection-lifetime": _drop_installer("connection_lifetime"),
     "slim-events": _drop_installer("slim_connections"),
-    "drain-waiter-list": _keep_drain_waiter_deques,
-    "date-once": _restore(
-        "noctaya.gateway.date_header.DateOncePerSecondConfig",
-        "response_headers",
-        "hypercorn.config.Config",
-    ),
     "task-names": _default_task_factory,
     "h2-immediate-send": _restore(
         "noctaya.gateway.http2.protocol.GatewayH2Protocol",

@@ -286,7 +286,7 @@ async def test_the_backend_name_is_looked_up_once_while_its_address_holds(
     listens there yet); any other failure looks the name up again."""
     loop = asyncio.get_running_loop()
     lookups: list[object] = []
-    real_lookup, real_connect = loop.getaddrinfo, loop.create_connection
+    real_lookup, real_connect = loop.getaddrinfo, loop.sock_connect
 
     async def lookup(host: object, *args: object, **kwargs: object) -> object:
         lookups.append(host)
@@ -309,12 +309,43 @@ async def test_the_backend_name_is_looked_up_once_while_its_address_holds(
         async def unreachable(*args: object, **kwargs: object) -> object:
             raise OSError(113, "No route to host")
 
-        monkeypatch.setattr(loop, "create_connection", unreachable)
+        monkeypatch.setattr(loop, "sock_connect", unreachable)
         with pytest.raises(ConnectionError):
             await pool._connect()
-        monkeypatch.setattr(loop, "create_connection", real_connect)
+        monkeypatch.setattr(loop, "sock_connect", real_connect)
         with pytest.raises(ConnectionError):  # refused, after a fresh lookup
             await pool._connect()
         assert lookups == ["localhost", "localhost"]
     finally:
+        await pool.close()
+
+
+async def test_a_connection_attempt_whose_syn_is_lost_is_made_again_on_a_new_socket(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """The kernel resends a SYN after a second, and on the same route: one lost while kube-proxy
+    rewrote the Service's rules would hold a probe, or a request, for the whole connect timeout.
+    An attempt unanswered for half a second is given up for a new one."""
+    loop = asyncio.get_running_loop()
+    attempts: list[object] = []
+    real_connect = loop.sock_connect
+
+    async def first_lost(sock: object, address: object) -> None:
+        attempts.append(sock)
+        if len(attempts) == 1:
+            await asyncio.Event().wait()  # a SYN nobody answers
+        await real_connect(sock, address)  # type: ignore[arg-type]
+
+    monkeypatch.setattr(loop, "sock_connect", first_lost)
+    server = await asyncio.start_server(lambda _, writer: writer.close(), "127.0.0.1", 0)
+    pool = UpstreamPool(f"http://127.0.0.1:{server.sockets[0].getsockname()[1]}")
+    try:
+        started = loop.time()
+        connection = await pool._connect()
+        assert loop.time() - started < 1.5, "not the 30 s connect timeout"
+        assert len(attempts) == 2
+        assert attempts[0] is not attempts[1]
+        connection.close()
+    finally:
+        server.close()
         await pool.close()

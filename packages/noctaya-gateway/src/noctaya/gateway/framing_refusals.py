@@ -18,8 +18,8 @@ from urllib.parse import unquote
 
 import h11
 from hypercorn.events import Event, RawData
+from hypercorn.protocol.h11 import H11Protocol
 from noctaya.gateway.request_target import origin_form
-from noctaya.gateway.response_writes import HeadWithBodyH11Protocol
 from noctaya.gateway.responses import CLOSE, NOSNIFF, GatewayError, is_openai_path
 
 HEAD_START = 1024
@@ -71,7 +71,7 @@ def names_openai_route(target: bytes, whole: bool) -> bool:
     return path.startswith("/v1/") or (whole and is_openai_path(path))
 
 
-class FramingRefusalsH11Protocol(HeadWithBodyH11Protocol):
+class FramingRefusalsH11Protocol(H11Protocol):
     def __init__(self, *args: Any, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
         self._head_start = b""

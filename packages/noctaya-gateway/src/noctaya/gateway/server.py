@@ -13,11 +13,11 @@ import logging
 from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any
 
+from hypercorn.config import Config
 from noctaya.core.plan import gateway_env as names
 from noctaya.gateway.addresses import with_port
 from noctaya.gateway.app import GatewayApp
 from noctaya.gateway.config import GatewayConfig
-from noctaya.gateway.date_header import DateOncePerSecondConfig
 from noctaya.gateway.demand_feed import DemandFeed
 from noctaya.gateway.listen_socket import listen_socket, serve_on
 from noctaya.gateway.metrics import GatewayMetrics
@@ -61,8 +61,8 @@ def _server_logger() -> logging.Logger:
     return logger
 
 
-def hypercorn_config(config: GatewayConfig) -> DateOncePerSecondConfig:
-    hc = DateOncePerSecondConfig()
+def hypercorn_config(config: GatewayConfig) -> Config:
+    hc = Config()
     hc.backlog = 4096
     hc.graceful_timeout = config.shutdown_timeout
     # Hypercorn has one timer for a connection with no request in progress: it bounds an idle

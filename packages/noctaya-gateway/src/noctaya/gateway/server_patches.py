@@ -10,7 +10,6 @@ from noctaya.gateway import (
     head_timeout,
     http2,
     receive_queue,
-    response_writes,
     slim_connections,
     tcp_close,
 )
@@ -20,7 +19,6 @@ SERVER_PATCHES = (
     http2.install,
     tcp_close.install,
     connection_lifetime.install,
-    response_writes.install,
     receive_queue.install,
     slim_connections.install,
     head_timeout.install,

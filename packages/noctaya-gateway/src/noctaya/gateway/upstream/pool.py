@@ -19,6 +19,7 @@ import asyncio
 import socket
 import ssl
 from collections.abc import AsyncIterable, Awaitable
+from typing import Any
 from urllib.parse import urlsplit
 
 from noctaya.gateway.upstream.connection import Http1Connection, UpstreamClosed, UpstreamTimeout
@@ -39,6 +40,11 @@ Writer = asyncio.Task[None] | None
 """The task writing a streamed request body, if any."""
 
 
+SYN_ANSWER_SECONDS = 0.5
+"""How long a connection attempt waits for its SYN to be answered. The kernel would resend it
+only after a second, and on the same route: one sent while kube-proxy rewrites a Service's
+rules can be lost to a route gone a moment later, and each resend with it. A new socket, on a
+new source port, takes the new route."""
 RESOLVED_FOR = 30.0
 """Seconds the backend's looked-up addresses are used: a Service's cluster IP lasts as long as
 the Service; a connection failing otherwise than refused forgets them at once."""
@@ -105,7 +111,7 @@ class UpstreamPool:
         self._read_timeout = read_timeout
         self._head_timeout = head_timeout
         self._idle: list[tuple[Http1Connection, float]] = []  # with when it went idle
-        self._addresses: list[str] = []
+        self._addresses: list[tuple[socket.AddressFamily, tuple[Any, ...]]] = []
         self._resolved_until = float("-inf")
 
     def exchange(
@@ -155,22 +161,13 @@ class UpstreamPool:
         loop = asyncio.get_running_loop()
         try:
             async with asyncio.timeout(self._connect_timeout):
-                refused: OSError | None = None
-                for address in await self._resolved():
-                    try:
-                        _, connection = await loop.create_connection(
-                            lambda: Http1Connection(self._read_timeout, self._head_timeout),
-                            address,
-                            self._port,
-                            ssl=self._ssl,
-                            server_hostname=self._host if self._ssl else None,
-                        )
-                    except ConnectionRefusedError as error:
-                        refused = error
-                    else:
-                        return connection
-                assert refused is not None, "getaddrinfo answers at least one address or raises"
-                raise refused
+                sock = await self._connected_socket()
+                _, connection = await loop.create_connection(
+                    lambda: Http1Connection(self._read_timeout, self._head_timeout),
+                    sock=sock,
+                    ssl=self._ssl,
+                    server_hostname=self._host if self._ssl else None,
+                )
         except ConnectionRefusedError as error:
             # The address is right: nothing listens there yet (or kube-proxy rejects for a
             # Service without a ready endpoint).
@@ -178,15 +175,42 @@ class UpstreamPool:
         except (OSError, TimeoutError) as error:
             self._resolved_until = float("-inf")  # the address may be stale: look it up again
             raise NotConnected(str(error) or type(error).__name__) from error
+        return connection
 
-    async def _resolved(self) -> list[str]:
+    async def _connected_socket(self) -> socket.socket:
+        """A TCP connection to one of the backend's addresses, in their order; an attempt not
+        answered within `SYN_ANSWER_SECONDS` is dropped and tried again on a new socket, until
+        the caller's deadline. Raises ConnectionRefusedError if every address refused."""
+        loop = asyncio.get_running_loop()
+        while True:
+            refused: ConnectionRefusedError | None = None
+            for family, address in await self._resolved():
+                sock = socket.socket(family, socket.SOCK_STREAM)
+                sock.setblocking(False)
+                try:
+                    async with asyncio.timeout(SYN_ANSWER_SECONDS):
+                        await loop.sock_connect(sock, address)
+                except ConnectionRefusedError as error:
+                    refused = error
+                except TimeoutError:
+                    pass  # its SYN was lost: the next attempt takes a new port and route
+                except BaseException:
+                    sock.close()
+                    raise
+                else:
+                    return sock
+                sock.close()
+            if refused is not None:
+                raise refused
+
+    async def _resolved(self) -> list[tuple[socket.AddressFamily, tuple[Any, ...]]]:
         """The backend's addresses, looked up at most once per `RESOLVED_FOR`: a held request's
         readiness is probed 20 times a second, and each lookup of a Service's name is several
         queries to the cluster's DNS (one per search domain)."""
         loop = asyncio.get_running_loop()
         if loop.time() >= self._resolved_until:
             found = await loop.getaddrinfo(self._host, self._port, type=socket.SOCK_STREAM)
-            self._addresses = list(dict.fromkeys(str(info[4][0]) for info in found))
+            self._addresses = list(dict.fromkeys((info[0], info[4]) for info in found))
             self._resolved_until = loop.time() + RESOLVED_FOR
         return self._addresses
 
