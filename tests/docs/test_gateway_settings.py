@@ -11,10 +11,9 @@ import re
 from pathlib import Path
 
 from noctaya.core.plan import gateway_env
-from noctaya.gateway.aggregator.config import AGGREGATOR_SETTINGS
 from noctaya.gateway.aggregator.config import load_config as load_aggregator_config
-from noctaya.gateway.config import GATEWAY_SETTINGS
 from noctaya.gateway.config import load_config as load_gateway_config
+from noctaya.gateway.variables import AGGREGATOR_SETTINGS, GATEWAY_SETTINGS
 
 REPO = Path(__file__).resolve().parents[2]
 GATEWAY_SOURCES = REPO / "packages" / "noctaya-gateway" / "src"
@@ -28,7 +27,7 @@ def test_every_variable_of_the_contract_is_declared_for_the_page() -> None:
         for value in vars(gateway_env).values()
         if isinstance(value, str) and VARIABLE.fullmatch(value)
     }
-    assert contract - DECLARED == set(), "add a Setting to config.py or aggregator/config.py"
+    assert contract - DECLARED == set(), "add a Setting to variables.py"
     assert DECLARED - contract == set(), "a declared variable the contract does not name"
 
 

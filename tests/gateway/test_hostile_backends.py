@@ -10,7 +10,8 @@ import contextlib
 import aiohttp
 import httpx
 import pytest
-from noctaya.gateway.config import ConfigError, load_config
+from noctaya.gateway.config import load_config
+from noctaya.gateway.settings import ConfigError
 from noctaya.gateway.upstream import UpstreamPool
 
 from .conftest import StartGateway

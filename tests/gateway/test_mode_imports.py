@@ -19,13 +19,20 @@ LIST_MODULES = (
     "importlib.import_module(sys.argv[1])\n"
     "print(json.dumps(sorted(sys.modules)))\n"
 )
-API_MODELS = ("pydantic", "pydantic_core", "noctaya.core.api")
-NOT_SERVING = ("prometheus_client", "importlib.metadata", "decimal")
+API_MODELS = ("pydantic", "pydantic_core", "noctaya.core.api", "noctaya.core.ports")
+NOT_SERVING = ("prometheus_client", "importlib.metadata", "decimal", "argparse")
 """What a serving process need not hold: the metrics client's 48 modules (`exposition` serves
 the text format), the metadata reader's email and zipfile modules (`tested_versions` reads the
-versions it needs), and `decimal` (only for a body limit given as a quantity)."""
+versions it needs), `decimal` (only for a body limit given as a quantity) and argparse (only
+for a command line the operator does not render)."""
 HTTP_SERVER = ("hypercorn", "h2")  # the gateway's and the scaler's
-PROXY_STACK = ("noctaya.gateway.server", "noctaya.gateway.app", "noctaya.gateway.proxy")
+PROXY_STACK = (
+    "noctaya.gateway.server",
+    "noctaya.gateway.app",
+    "noctaya.gateway.proxy",
+    "noctaya.gateway.config",
+    "noctaya.gateway.upstream",
+)
 SCALER_STACK = ("noctaya.gateway.scaler",)  # imported when the scaler starts, not before
 GRPC_RUNTIME = (
     "grpc",
@@ -65,7 +72,8 @@ def present(modules: set[str], packages: tuple[str, ...]) -> list[str]:
             + SCALER_STACK
             + GRPC_RUNTIME
             + REPORTER_STACK
-            + AGGREGATOR,
+            + AGGREGATOR
+            + NOT_SERVING,
         ),
         (
             MODE_ENTRIES["gateway"],

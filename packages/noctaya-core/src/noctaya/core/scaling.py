@@ -10,7 +10,10 @@ demand up forever. Time comes from an injected clock so the policy is tested wit
 
 from __future__ import annotations
 
-from noctaya.core.ports import Clock
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:  # an annotation: every gateway imports this module, not the ports behind it
+    from noctaya.core.ports import Clock
 
 READY_GRACE_SECONDS = 15.0
 

@@ -8,10 +8,10 @@ gateway the aggregator. Startup errors are printed as one line and exit 1, like 
 
 from __future__ import annotations
 
-import argparse
 import importlib
 import logging
 import os
+import sys
 from collections.abc import Callable, Mapping, Sequence
 
 from noctaya.gateway import process
@@ -26,7 +26,33 @@ MODE_ENTRIES = {
 """Mode → the module whose `run(environ) -> int` is that process."""
 
 
+RENDERED = {(): "gateway", ("--mode=aggregator",): "aggregator"}
+"""The command lines the operator renders, read without argparse: it would hold 0.4 MiB in
+every gateway and aggregator for the one flag they are given. Any other command line (help,
+`--version`, another spelling, a mistake) goes through argparse."""
+
+
 def main(argv: Sequence[str] | None = None) -> int:
+    mode = RENDERED.get(tuple(sys.argv[1:] if argv is None else argv))
+    if mode is None:
+        parsed = _parse(argv)
+        if parsed is None:
+            print(gateway_version())
+            return 0
+        mode = parsed
+    process.configure_logging()
+    entry = MODE_ENTRIES.get(mode)
+    if entry is None:
+        log.critical('unsupported mode "%s"', mode)
+        return 1
+    run: Callable[[Mapping[str, str]], int] = importlib.import_module(entry).run
+    return run(os.environ)
+
+
+def _parse(argv: Sequence[str] | None) -> str | None:
+    """The mode a command line asks for; None for `--version`."""
+    import argparse
+
     parser = argparse.ArgumentParser(
         prog="noctaya-gateway",
         description="Noctaya gateway: OpenAI-compatible admission proxy with controlled cold "
@@ -36,13 +62,4 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--version", "-version", action="store_true", help="print the version")
     parser.add_argument("--mode", "-mode", default="gateway", help="gateway (default) | aggregator")
     args = parser.parse_args(argv)
-    if args.version:
-        print(gateway_version())
-        return 0
-    process.configure_logging()
-    entry = MODE_ENTRIES.get(args.mode)
-    if entry is None:
-        log.critical('unsupported mode "%s"', args.mode)
-        return 1
-    run: Callable[[Mapping[str, str]], int] = importlib.import_module(entry).run
-    return run(os.environ)
+    return None if args.version else str(args.mode)

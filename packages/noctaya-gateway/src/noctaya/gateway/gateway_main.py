@@ -8,8 +8,9 @@ import signal
 from collections.abc import Mapping
 
 from noctaya.gateway import gc_tuning, process
-from noctaya.gateway.config import ConfigError, GatewayConfig, load_config
+from noctaya.gateway.config import GatewayConfig, load_config
 from noctaya.gateway.server import GatewayServer
+from noctaya.gateway.settings import ConfigError
 from noctaya.gateway.tested_versions import UntestedServerLibrary
 
 log = logging.getLogger("noctaya.gateway")

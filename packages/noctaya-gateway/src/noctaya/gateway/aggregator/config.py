@@ -7,60 +7,13 @@ from dataclasses import dataclass
 
 from noctaya.core.plan import gateway_env as names
 from noctaya.core.values.go_text import go_positive_int
-from noctaya.gateway.aggregator.protocol import INT64_MAX, MIN_TOKEN_LENGTH, read_demand_token
-from noctaya.gateway.config import (
-    ADDRESS_FORM,
-    DEFAULT_SCALER_LISTEN_ADDR,
-    SCALER_TLS_SETTINGS,
-    Setting,
-    listen_addr_setting,
-)
+from noctaya.gateway.aggregator.protocol import INT64_MAX, read_demand_token
 from noctaya.gateway.scaler.tls import ScalerTLS, load_scaler_tls
+from noctaya.gateway.settings import DEFAULT_SCALER_LISTEN_ADDR, listen_addr_setting
 
 DEFAULT_MAX_MEMBERS = 1024
 DEFAULT_MAX_DEMAND = 100
 DEFAULT_LISTEN_ADDR = ":9091"
-_POSITIVE_INT = "positive integer; anything else stops startup"
-
-AGGREGATOR_SETTINGS = (
-    Setting(
-        names.DEMAND_AUTH_TOKEN_FILE,
-        "",
-        f"path of a file holding at least {MIN_TOKEN_LENGTH} characters; required",
-        "The token every gateway's demand report must carry; re-read for every report, and "
-        "`/readyz` answers 503 while it is unreadable or too short.",
-    ),
-    Setting(
-        names.MAX_GATEWAY_MEMBERS,
-        str(DEFAULT_MAX_MEMBERS),
-        _POSITIVE_INT,
-        "Gateway replicas counted at once; a report from one more is answered 429 `gateway "
-        "member capacity reached`. The operator sets four times the gateway replicas, at "
-        "least 16, room for a rollout's overlap.",
-    ),
-    Setting(
-        names.MAX_GATEWAY_DEMAND,
-        str(DEFAULT_MAX_DEMAND),
-        _POSITIVE_INT,
-        "Largest demand one report may carry; a larger one is answered 400 `invalid demand "
-        "report`. The operator sets the gateways' `spec.endpoint.maxQueue`.",
-    ),
-    Setting(
-        names.AGGREGATOR_LISTEN_ADDR,
-        DEFAULT_LISTEN_ADDR,
-        ADDRESS_FORM,
-        "The plain HTTP endpoint: demand reports (`POST /v1/demand`), `/healthz`, `/readyz` "
-        "and `/metrics`.",
-    ),
-    Setting(
-        names.SCALER_LISTEN_ADDR,
-        DEFAULT_SCALER_LISTEN_ADDR,
-        ADDRESS_FORM,
-        "KEDA's External Push gRPC scaler, serving the sum of the gateways' demand.",
-    ),
-    *SCALER_TLS_SETTINGS,
-)
-"""Every variable of `--mode=aggregator`."""
 
 
 @dataclass(frozen=True)
