@@ -37,6 +37,27 @@ class VendorAdapter(Protocol):
         ...
 
 
+@runtime_checkable
+class LocalDevices(Protocol):
+    """What a vendor adapter may also know about the machine it runs on, for local mode: which
+    of its devices are here, and the variable that makes a process see only some of them.
+
+    Optional: an adapter without it still plans services; local mode then needs `--devices` to
+    budget that vendor's devices, and cannot hand a process its share of them.
+    """
+
+    @property
+    def visible_devices_env(self) -> str:
+        """The variable a process reads its devices from (`CUDA_VISIBLE_DEVICES`), which takes
+        a comma-separated list of the ids `local_devices` returns."""
+        ...
+
+    def local_devices(self) -> tuple[str, ...] | None:
+        """The ids of this machine's devices, in the vendor tool's order; None when the tool
+        that lists them is missing or fails."""
+        ...
+
+
 class ModelFetcher(Protocol):
     """Delivers a model (Hugging Face, ModelScope, OCI) into a cache, for the prewarm Job and
     the local mode.
