@@ -19,13 +19,13 @@ from noctaya.gateway.client import (
     BodyTooLarge,
     ClientChannel,
     ClientGone,
-    ambiguous_framing,
     declared_length,
 )
 from noctaya.gateway.coldstart import ColdStart
 from noctaya.gateway.config import GatewayConfig
 from noctaya.gateway.demand import DemandTracker
 from noctaya.gateway.demand_feed import DemandFeed
+from noctaya.gateway.exchange import open_exchange
 from noctaya.gateway.lifespan import serve_lifespan
 from noctaya.gateway.metrics import CONTENT_TYPE, GatewayMetrics
 from noctaya.gateway.model_list import ModelList, model_list_target
@@ -51,7 +51,7 @@ from noctaya.gateway.responses import (
     send_error,
     sse_error_frame,
 )
-from noctaya.gateway.send_timeout import ClientStalled, SendDeadline
+from noctaya.gateway.send_timeout import ClientStalled
 from noctaya.gateway.upstream import UpstreamPool
 
 
@@ -104,13 +104,9 @@ class GatewayApp:
             return
         if kind != "http":
             return
-        channel = ClientChannel(receive, self.config.max_request_body)
-        send = deadline = SendDeadline(send, self.config.client_send_timeout)
-        http1 = scope["http_version"][0] == "1"
-        if http1 and ambiguous_framing(scope):
-            send = closing(send)
-        if http1:
-            send = channel.guard(send)
+        channel, send, deadline, http1 = open_exchange(
+            scope, receive, send, self.config.max_request_body, self.config.client_send_timeout
+        )
         origin = origin_form(scope)
         try:
             if scope["method"] == "CONNECT":
