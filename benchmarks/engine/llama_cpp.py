@@ -4,7 +4,7 @@
 
 Needs `make llama-cpp` (llama.cpp's server, built once into the cache). Writes the tests' tiny
 model (`tests/support/tiny_llama.py`: its size and write time are printed first), then in each
-round starts each engine exactly as local mode would (the argv and env that `plan_local` makes
+round starts each engine exactly as local mode would (the argv and env that local mode plans
 of `examples/local/llama-cpp.yaml`, with the model file in `argsOverride`, and of the stub's
 test runtime with no start-up or token delay), each on a free loopback port, and measures:
 
@@ -41,9 +41,8 @@ import httpx
 REPO = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(REPO / "tests"))
 
-from local.support import runtime_doc, service_doc, write_manifest  # noqa: E402
-from noctaya.gateway.local.manifest import load_manifest  # noqa: E402
-from noctaya.gateway.local.plan import EnginePlan, plan_local  # noqa: E402
+from local.support import plan_file, runtime_doc, service_doc, write_manifest  # noqa: E402
+from noctaya.gateway.local.plan import EnginePlan  # noqa: E402
 from support.llama_cpp import example_runtime, locate_llama_cpp_python  # noqa: E402
 from support.ports import free_port  # noqa: E402
 from support.tiny_llama import write_tiny_llama  # noqa: E402
@@ -102,7 +101,7 @@ def llama_cpp_engine(work: Path, python: Path, model: Path) -> Engine:
     service = service_doc("llama-cpp")
     service["spec"]["runtime"]["argsOverride"] = [f"--model={model}"]
     manifest = write_manifest(work / "llama.yaml", example_runtime(python, free_port()), service)
-    plan = plan_local(load_manifest(manifest)).engine
+    plan = plan_file(manifest).engine
     assert plan.readiness_path is not None
     return Engine("llama.cpp", plan, plan.readiness_path)
 
@@ -111,7 +110,7 @@ def stub_engine(work: Path, tokens: int) -> Engine:
     env = {"STUB_STARTUP_DELAY": "0s", "STUB_TOKEN_COUNT": str(tokens), "STUB_TOKEN_DELAY": "0s"}
     runtime = runtime_doc(free_port(), env=env)
     manifest = write_manifest(work / "stub.yaml", runtime, service_doc())
-    return Engine("engine stub", plan_local(load_manifest(manifest)).engine, "/health")
+    return Engine("engine stub", plan_file(manifest).engine, "/health")
 
 
 def measure(engine: Engine, tokens: int) -> Sample:

@@ -20,8 +20,10 @@ StartLocal = Callable[..., LocalMode]
 def start_local() -> Iterator[StartLocal]:
     started: list[LocalMode] = []
 
-    def start(manifest: Path, *args: str) -> LocalMode:
-        local = LocalMode(manifest, *args)
+    def start(
+        manifest: Path | list[Path], *args: str, env: dict[str, str] | None = None
+    ) -> LocalMode:
+        local = LocalMode(manifest, *args, env=env)
         started.append(local)
         return local
 

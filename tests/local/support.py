@@ -10,10 +10,12 @@ import contextlib
 import os
 import re
 import shlex
+import shutil
 import signal
 import socket
 import subprocess
 import sys
+import tempfile
 import threading
 import time
 from collections.abc import Callable
@@ -21,7 +23,11 @@ from pathlib import Path
 from typing import Any
 
 import yaml
+from noctaya.core.plugins import VendorRegistry
 from noctaya.gateway.local import log_lines
+from noctaya.gateway.local.manifest import read_manifest
+from noctaya.gateway.local.plan import LocalPlan, plan_local
+from noctaya.gateway.local.sources import combine
 
 DEADLINE = 30.0
 LISTEN = ("--listen", "127.0.0.1:0")
@@ -85,6 +91,13 @@ def service_doc(runtime: str = "stub", **spec: Any) -> dict[str, Any]:
 def write_manifest(path: Path, *documents: dict[str, Any]) -> Path:
     path.write_text(yaml.safe_dump_all(documents, sort_keys=False), encoding="utf-8")
     return path
+
+
+def plan_file(path: Path, **options: Any) -> LocalPlan:
+    """The one service of `path`, planned over the runtimes of that file."""
+    manifests = combine([read_manifest(path)])
+    (served,) = manifests.services
+    return plan_local(served, manifests.runtimes, vendors=VendorRegistry.discover(), **options)
 
 
 def pid_exists(pid: int) -> bool:
@@ -153,17 +166,23 @@ def kill_pid_in(pid_file: Path) -> None:
 
 
 class LocalMode:
-    """`python -m noctaya.gateway.local FILE --listen 127.0.0.1:0` with its output collected."""
+    """`python -m noctaya.gateway.local FILE --listen 127.0.0.1:0` with its output collected, and
+    the services' logs in a folder of its own (`logs`)."""
 
-    def __init__(self, manifest: Path, *args: str) -> None:
+    def __init__(
+        self, manifest: Path | list[Path], *args: str, env: dict[str, str] | None = None
+    ) -> None:
+        paths = manifest if isinstance(manifest, list) else [manifest]
+        self.logs = Path(tempfile.mkdtemp(prefix="noctaya-local-logs-"))
+        command = [sys.executable, "-m", "noctaya.gateway.local", *map(str, paths), *LISTEN]
         self.process = subprocess.Popen(
-            [sys.executable, "-m", "noctaya.gateway.local", str(manifest), *LISTEN, *args],
+            [*command, "--logs", str(self.logs), *args],
             stdout=subprocess.PIPE,
             stderr=subprocess.STDOUT,
             stdin=subprocess.DEVNULL,
             text=True,
             errors="replace",
-            env={**os.environ, "PYTHONUNBUFFERED": "1"},
+            env={**os.environ, "PYTHONUNBUFFERED": "1", **(env or {})},
         )
         self.lines: list[str] = []
         self._changed = threading.Condition()
@@ -199,6 +218,7 @@ class LocalMode:
             return sum(1 for line in self.lines if pattern.search(line))
 
     def url(self) -> str:
+        """The endpoint, once the first service serves."""
         return self.wait_for(log_lines.SERVING_RE)["url"]
 
     def log(self) -> str:
@@ -234,6 +254,7 @@ class LocalMode:
         """Stop as a user would; if that fails, kill local mode and every group it started."""
         try:
             self.stop(within=DEADLINE)
+            shutil.rmtree(self.logs, ignore_errors=True)
         except subprocess.TimeoutExpired:
             self.process.kill()
             self.process.wait()

@@ -57,12 +57,14 @@ class Scaler:
 
     def __init__(self, plan: AutoscalingPlan, argv: tuple[str, ...] = SLEEPER) -> None:
         engine = EnginePlan(argv=argv, env={}, port=0, stop_grace_seconds=5)
-        self.replica = EngineReplica(engine, os.environ)
+        self.replica = EngineReplica(engine, os.environ, service="svc")
         self.states: asyncio.Queue[bool] = asyncio.Queue()
         self.plan = plan
 
     async def __aenter__(self) -> Scaler:
-        self.task = asyncio.ensure_future(autoscale(feed(self.states), self.replica, self.plan))
+        self.task = asyncio.ensure_future(
+            autoscale(feed(self.states), self.replica, self.plan, "svc")
+        )
         return self
 
     async def __aexit__(self, *exc: object) -> None:
@@ -132,8 +134,8 @@ async def test_demand_starts_the_engine_and_inactivity_stops_it_after_the_cooldo
         await eventually(lambda: scaler.replica.replicas == 0)
         assert time.monotonic() - inactive_at >= 0.9, "not before the cooldown"
         assert not pid_exists(pid)
-    assert count(caplog, log_lines.SCALE_DOWN_PENDING % 1) == 1
-    assert count(caplog, log_lines.SCALE_DOWN % 1) == 1
+    assert count(caplog, log_lines.SCALE_DOWN_PENDING % ("svc", 1)) == 1
+    assert count(caplog, log_lines.SCALE_DOWN % ("svc", 1)) == 1
 
 
 async def test_demand_returning_within_the_cooldown_keeps_the_same_engine(
@@ -147,9 +149,9 @@ async def test_demand_returning_within_the_cooldown_keeps_the_same_engine(
         for state in (False, True, False):
             await scaler.states.put(state)
         await eventually(lambda: scaler.replica.replicas == 0)
-    assert count(caplog, "engine started") == 1, f"engine {pid} was never stopped in between"
-    assert count(caplog, log_lines.SCALE_DOWN_PENDING % 1) == 2
-    assert count(caplog, log_lines.SCALE_DOWN % 1) == 1
+    assert count(caplog, "svc: engine started") == 1, f"engine {pid} was never stopped in between"
+    assert count(caplog, log_lines.SCALE_DOWN_PENDING % ("svc", 1)) == 2
+    assert count(caplog, log_lines.SCALE_DOWN % ("svc", 1)) == 1
 
 
 async def test_a_replayed_state_after_a_reconnect_starts_no_second_countdown(
@@ -162,7 +164,7 @@ async def test_a_replayed_state_after_a_reconnect_starts_no_second_countdown(
         await scaler.states.put(False)
         await scaler.states.put(False)  # what a reconnecting stream sends first
         await eventually(lambda: scaler.replica.replicas == 0)
-    assert count(caplog, log_lines.SCALE_DOWN_PENDING % 1) == 1
+    assert count(caplog, log_lines.SCALE_DOWN_PENDING % ("svc", 1)) == 1
 
 
 async def test_min_one_runs_the_engine_without_demand_and_never_scales_it_to_zero(
@@ -176,8 +178,8 @@ async def test_min_one_runs_the_engine_without_demand_and_never_scales_it_to_zer
         await scaler.states.put(False)
         await scaler.states.join()
         assert scaler.pid() == pid
-    assert count(caplog, "demand inactive") == 0
-    assert count(caplog, "engine started") == 1
+    assert count(caplog, "svc: demand inactive") == 0
+    assert count(caplog, "svc: engine started") == 1
 
 
 async def test_an_engine_that_exits_is_started_again_after_a_back_off(
@@ -187,10 +189,10 @@ async def test_an_engine_that_exits_is_started_again_after_a_back_off(
     crashing = (sys.executable, "-c", "raise SystemExit(3)")
     async with Scaler(scaling(), argv=crashing) as scaler:
         await scaler.states.put(True)
-        await eventually(lambda: count(caplog, "engine started") >= 2)
+        await eventually(lambda: count(caplog, "svc: engine started") >= 2)
     messages = [record.getMessage() for record in caplog.records]
     assert any("exited on its own: exit code 3" in message for message in messages)
-    assert "restarting the engine in 1s" in messages
+    assert "svc: restarting the engine in 1s" in messages
 
 
 async def test_an_engine_that_exits_leaving_its_output_open_is_started_again(
@@ -209,6 +211,6 @@ async def test_an_engine_that_exits_leaving_its_output_open_is_started_again(
     try:
         async with asyncio.timeout(3 * DEADLINE), Scaler(scaling(), argv=leaving) as scaler:
             await scaler.states.put(True)
-            await eventually(lambda: count(caplog, "engine started") >= 2 and holder.exists())
+            await eventually(lambda: count(caplog, "svc: engine started") >= 2 and holder.exists())
     finally:
         kill_pid_in(holder)

@@ -8,11 +8,9 @@ import pytest
 from noctaya.core.plugins import VendorRegistry
 from noctaya.gateway.config import ColdStartMode, load_config
 from noctaya.gateway.local.gateway_env import gateway_env
-from noctaya.gateway.local.manifest import load_manifest
-from noctaya.gateway.local.plan import plan_local
 from noctaya.k8s.offline import render_files
 
-from .support import runtime_doc, service_doc, write_manifest
+from .support import plan_file, runtime_doc, service_doc, write_manifest
 
 EXAMPLE = Path(__file__).resolve().parents[2] / "examples" / "local" / "engine-stub.yaml"
 
@@ -35,7 +33,7 @@ def test_local_gateway_env_is_the_single_gateway_contract_on_loopback(
 ) -> None:
     service = service_doc(endpoint=endpoint)
     manifest = write_manifest(tmp_path / "svc.yaml", runtime_doc(18000), service)
-    plan = plan_local(load_manifest(manifest))
+    plan = plan_file(manifest)
     assert list(gateway_env(plan, "127.0.0.1:8080").items()) == [
         ("NOCTAYA_BACKEND_URL", "http://127.0.0.1:18000"),
         ("NOCTAYA_LISTEN_ADDR", "127.0.0.1:8080"),
@@ -49,7 +47,7 @@ def test_local_gateway_env_is_the_single_gateway_contract_on_loopback(
 
 
 def test_the_gateway_reads_the_example_service_settings_from_local_env() -> None:
-    plan = plan_local(load_manifest(EXAMPLE))
+    plan = plan_file(EXAMPLE)
     config = load_config(gateway_env(plan, "127.0.0.1:0"))
     assert config.backend_url == "http://127.0.0.1:18000"
     assert config.listen_addr == "127.0.0.1:0"
@@ -68,12 +66,12 @@ def test_an_api_key_file_configures_gateway_auth(tmp_path: Path) -> None:
     key.write_text("s3cret\n", encoding="utf-8")
     auth = {"authentication": {"secretRef": {"name": "client-key", "key": "api-key"}}}
     manifest = write_manifest(tmp_path / "svc.yaml", runtime_doc(18000), service_doc(endpoint=auth))
-    plan = plan_local(load_manifest(manifest), api_key_file=str(key))
+    plan = plan_file(manifest, api_key_file=str(key))
     assert load_config(gateway_env(plan, "127.0.0.1:0")).client_api_key_file == str(key)
 
 
 def test_the_llama_cpp_example_runs_its_server_and_is_ready_once_it_answers() -> None:
-    plan = plan_local(load_manifest(EXAMPLE.with_name("llama-cpp.yaml")))
+    plan = plan_file(EXAMPLE.with_name("llama-cpp.yaml"))
     interpreter, *argv = plan.engine.argv
     assert Path(interpreter).name == "python3"
     assert argv == [
@@ -108,7 +106,7 @@ def test_the_gateway_asks_the_runtime_s_http_readiness_path(
 ) -> None:
     health = {} if readiness is None else {"health": {"readiness": readiness}}
     runtime = runtime_doc(18000, **health)
-    plan = plan_local(load_manifest(write_manifest(tmp_path / "s.yaml", runtime, service_doc())))
+    plan = plan_file(write_manifest(tmp_path / "s.yaml", runtime, service_doc()))
     env = gateway_env(plan, "127.0.0.1:0")
     assert env.get("NOCTAYA_BACKEND_READINESS_PATH") == path
     assert load_config(env).backend_readiness_path == (path or "/health")
@@ -116,7 +114,7 @@ def test_the_gateway_asks_the_runtime_s_http_readiness_path(
 
 def test_local_mode_and_the_operator_list_the_same_served_models() -> None:
     """Both come from the core: the engine's --served-model-name, in the gateway env contract."""
-    plan = plan_local(load_manifest(EXAMPLE))
+    plan = plan_file(EXAMPLE)
     local = gateway_env(plan, "127.0.0.1:0")["NOCTAYA_SERVED_MODELS"]
     rendered = render_files(
         [EXAMPLE], VendorRegistry.discover(), gateway_image="gw", gateway_replicas=1

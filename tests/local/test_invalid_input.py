@@ -180,14 +180,17 @@ def test_document_level_errors(tmp_path: Path, capsys: pytest.CaptureFixture[str
     error = run(tmp_path, capsys, runtime_doc(PORT), service_doc(), deployment)
     assert 'document 3: kind: Unsupported value "Deployment"' in error
     assert "no LLMService found" in run(tmp_path, capsys, runtime_doc(PORT))
-    second = copy.deepcopy(service_doc())
-    second["metadata"]["name"] = "other"
-    error = run(tmp_path, capsys, runtime_doc(PORT), service_doc(), second)
-    assert "2 LLMServices [svc other]; local mode serves exactly one per file" in error
+    error = run(tmp_path, capsys, runtime_doc(PORT), service_doc(), service_doc())
+    assert (
+        f'{tmp_path / "svc.yaml"}: LLMService "svc": metadata.name is also the name of one in '
+        f"{tmp_path / 'svc.yaml'}; local mode serves every service under its name"
+    ) in error
+    error = run(tmp_path, capsys, runtime_doc(PORT), runtime_doc(PORT), service_doc())
+    assert 'InferenceRuntime "stub": metadata.name is also the name of one in' in error
     error = run(tmp_path, capsys, runtime_doc(PORT, name="elsewhere"), service_doc())
     assert (
-        'LLMService spec.runtime.name "stub": no InferenceRuntime of that name in the file '
-        "(found [elsewhere])"
+        'LLMService spec.runtime.name "stub": no InferenceRuntime of that name in the files '
+        "served (found [elsewhere])"
     ) in error
 
 

@@ -12,11 +12,11 @@ from pathlib import Path
 import pytest
 from fetch.fake_hub import COMMIT, Hub, serve
 from noctaya.gateway.local.cli import main
+from support.ports import free_port
 
 from .conftest import StartLocal
 from .support import runtime_doc, service_doc, write_manifest
 
-PORT = 18731
 MODEL = "hf://acme/tiny-model"
 FILES = {"config.json": b'{"architectures": ["TinyForCausalLM"]}', "weights.bin": b"w" * 4096}
 SUMMARY = re.compile(rf"noctaya-fetch: {MODEL}: fetched 4\.\d KiB in .+; ready at (?P<path>\S+)$")
@@ -34,7 +34,7 @@ def hub(monkeypatch: pytest.MonkeyPatch) -> Iterator[Hub]:
 def prewarmed_service(tmp_path: Path) -> Path:
     service = service_doc(model={"source": {"uri": MODEL}}, cache={"prewarm": True})
     service["spec"]["scaling"]["min"] = 1  # the engine starts at once, with its args logged
-    return write_manifest(tmp_path / "svc.yaml", runtime_doc(PORT), service)
+    return write_manifest(tmp_path / "svc.yaml", runtime_doc(free_port()), service)
 
 
 def test_a_prewarmed_model_is_fetched_once_and_the_engine_gets_its_folder(
@@ -66,7 +66,7 @@ def test_a_model_without_prewarm_is_left_to_the_engine_as_before(
 ) -> None:
     service = service_doc(model={"source": {"uri": MODEL}})
     service["spec"]["scaling"]["min"] = 1
-    manifest = write_manifest(tmp_path / "svc.yaml", runtime_doc(PORT), service)
+    manifest = write_manifest(tmp_path / "svc.yaml", runtime_doc(free_port()), service)
 
     local = start_local(manifest, "--cache", str(tmp_path / "models"))
 
@@ -85,9 +85,12 @@ def test_a_missing_noctaya_fetch_is_one_clear_line(
     monkeypatch.setattr(sysconfig, "get_path", lambda name: str(empty))
     monkeypatch.setenv("PATH", str(empty))
     service = service_doc(model={"source": {"uri": MODEL}}, cache={"prewarm": True})
-    manifest = write_manifest(tmp_path / "svc.yaml", runtime_doc(PORT, command=engine), service)
+    manifest = write_manifest(
+        tmp_path / "svc.yaml", runtime_doc(free_port(), command=engine), service
+    )
 
-    assert main([str(manifest), "--cache", str(tmp_path / "models")]) == 1
+    listen = ("--listen", "127.0.0.1:0", "--logs", str(tmp_path / "logs"))
+    assert main([str(manifest), "--cache", str(tmp_path / "models"), *listen]) == 1
 
     [line] = [line for line in capsys.readouterr().err.splitlines() if "noctaya-fetch" in line]
     assert line.endswith(
@@ -103,7 +106,7 @@ def test_a_mirror_in_the_runtime_env_is_where_the_fetch_goes(
     monkeypatch.setenv("HF_ENDPOINT", "http://127.0.0.1:9")  # nothing listens there
     service = service_doc(model={"source": {"uri": MODEL}}, cache={"prewarm": True})
     service["spec"]["scaling"]["min"] = 1
-    runtime = runtime_doc(PORT, env={"HF_ENDPOINT": hub.url})
+    runtime = runtime_doc(free_port(), env={"HF_ENDPOINT": hub.url})
     manifest = write_manifest(tmp_path / "svc.yaml", runtime, service)
 
     local = start_local(manifest, "--cache", str(tmp_path / "models"))
@@ -124,7 +127,7 @@ def test_a_hub_secret_ref_needs_its_token_in_the_environment(
     source = {"uri": MODEL, "secretRef": {"name": "hub-token"}}
     service = service_doc(model={"source": source}, cache={"prewarm": True})
     service["spec"]["scaling"]["min"] = 1
-    manifest = write_manifest(tmp_path / "svc.yaml", runtime_doc(PORT), service)
+    manifest = write_manifest(tmp_path / "svc.yaml", runtime_doc(free_port()), service)
 
     assert main([str(manifest), "--cache", str(tmp_path / "models")]) == 2
     assert capsys.readouterr().err.strip() == (
@@ -151,7 +154,7 @@ def test_two_local_modes_on_one_model_download_it_once(
     service["spec"]["scaling"]["min"] = 1
     manifests = [
         write_manifest(tmp_path / f"svc-{port}.yaml", runtime_doc(port), service)
-        for port in (PORT, PORT + 1)
+        for port in (free_port(), free_port())
     ]
 
     locals_ = [start_local(manifest, "--cache", str(cache)) for manifest in manifests]

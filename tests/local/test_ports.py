@@ -1,5 +1,6 @@
-"""Every port a service takes is its own: checked at start-up against its other ports and the
-ports of every other running noctaya-local, even while their engines are scaled to zero."""
+"""Every port a service takes is its own: checked at start-up against the other ports of its
+local mode and the ports of every other running noctaya-local, even while their engines are
+scaled to zero."""
 
 from __future__ import annotations
 
@@ -57,7 +58,7 @@ def test_a_gateway_port_and_another_service_s_engine_port_collide_either_way(
         manifest_for(tmp_path, "second", free_port()), "--listen", f"127.0.0.1:{engine_port}"
     )
     assert re.search(
-        rf'port {engine_port}: LLMService "second" as its gateway port \(--listen '
+        rf"port {engine_port}: local mode's endpoint \(--listen "
         rf"127\.0\.0\.1:{engine_port}\) cannot have it: it is already used by LLMService "
         r'"first" as its engine port',
         refused(on_engine),
@@ -65,7 +66,7 @@ def test_a_gateway_port_and_another_service_s_engine_port_collide_either_way(
     on_gateway = start_local(manifest_for(tmp_path, "third", gateway_port))
     assert re.search(
         rf'port {gateway_port}: LLMService "third" as its engine port .* already used by '
-        rf'LLMService "first" as its gateway port \(--listen 127\.0\.0\.1:{gateway_port}\)',
+        rf"local mode's endpoint \(--listen 127\.0\.0\.1:{gateway_port}\)",
         refused(on_gateway),
     )
 
@@ -81,14 +82,32 @@ def test_a_port_is_free_again_once_its_service_is_gone_even_by_sigkill(
     assert 'serving LLMService "second"' in second.wait_for(log_lines.SERVING_RE).string
 
 
-def test_the_gateway_cannot_listen_on_its_own_engine_port(
+def test_the_endpoint_cannot_listen_on_an_engine_port(
     tmp_path: Path, start_local: StartLocal
 ) -> None:
     port = free_port()
     local = start_local(manifest_for(tmp_path, "svc", port), "--listen", f"127.0.0.1:{port}")
     log = refused(local, code=2)
     assert log == (
-        f"noctaya-local: --listen 127.0.0.1:{port}: port {port} is the engine port "
-        '(InferenceRuntime "stub" spec.container.port.containerPort) of LLMService "svc"; '
-        "the gateway needs a port of its own"
+        f'noctaya-local: {tmp_path / "svc.yaml"}: LLMService "svc": port {port}, its engine port '
+        '(InferenceRuntime "stub" spec.container.port.containerPort), is already local '
+        f"mode's endpoint (--listen 127.0.0.1:{port}); each needs a port of its own"
+    )
+
+
+def test_two_services_of_one_local_mode_on_one_engine_port_are_refused_naming_both(
+    tmp_path: Path, start_local: StartLocal
+) -> None:
+    """Their gateways would both reach whichever engine runs there."""
+    port = free_port()
+    first, second = service_doc(), service_doc()
+    first["metadata"]["name"], second["metadata"]["name"] = "first", "second"
+    write_manifest(tmp_path / "first.yaml", runtime_doc(port), first)
+    write_manifest(tmp_path / "second.yaml", second)
+    log = refused(start_local(tmp_path), code=2)
+    assert log == (
+        f'noctaya-local: {tmp_path / "second.yaml"}: LLMService "second": port {port}, its '
+        'engine port (InferenceRuntime "stub" spec.container.port.containerPort), is already '
+        'the engine port (InferenceRuntime "stub" spec.container.port.containerPort) of '
+        'LLMService "first"; each needs a port of its own'
     )

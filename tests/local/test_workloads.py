@@ -26,8 +26,8 @@ from noctaya.core.plan.serving import ServingPlan
 from noctaya.core.plugins import VendorRegistry
 from noctaya.core.ports import WorkloadOrchestrator
 from noctaya.gateway.local.errors import LocalRunError
-from noctaya.gateway.local.manifest import LocalManifest, load_manifest
-from noctaya.gateway.local.plan import local_plan, plan_local
+from noctaya.gateway.local.manifest import read_manifest
+from noctaya.gateway.local.plan import LocalPlan
 from noctaya.gateway.local.workloads import LocalService, LocalWorkloads
 from noctaya.k8s import kinds
 from noctaya.k8s.planning import ServicePlanner
@@ -35,7 +35,15 @@ from noctaya.k8s.reader import CachedReader
 from noctaya.k8s.runtime.store import Store
 from support.ports import free_port
 
-from .support import DEADLINE, pid_exists, port_is_free, runtime_doc, service_doc, write_manifest
+from .support import (
+    DEADLINE,
+    pid_exists,
+    plan_file,
+    port_is_free,
+    runtime_doc,
+    service_doc,
+    write_manifest,
+)
 
 EXAMPLE = Path(__file__).resolve().parents[2] / "examples" / "local" / "engine-stub.yaml"
 HEALTH = {"readiness": {"httpGet": {"path": "/health", "port": "http"}, "periodSeconds": 1}}
@@ -62,15 +70,16 @@ class Local:
     """LocalWorkloads over one manifest, and everything it started stopped at the end."""
 
     def __init__(self, path: Path) -> None:
-        self.manifest: LocalManifest = load_manifest(path)
+        self.path = path
+        self.local_plan: LocalPlan = plan_file(path)
         self.workloads = LocalWorkloads(self.translate, os.environ)
 
     def translate(self, serving: ServingPlan) -> LocalService:
-        mapped = local_plan(serving, self.manifest.runtimes, api_key_file=None)
-        return LocalService(mapped, "127.0.0.1:0", source=self.manifest.source)
+        assert serving == self.local_plan.serving
+        return LocalService(self.local_plan, "127.0.0.1:0", source=str(self.path))
 
     def plan(self) -> ServingPlan:
-        return plan_local(self.manifest).serving
+        return self.local_plan.serving
 
 
 @pytest.fixture
@@ -132,7 +141,7 @@ async def test_applying_the_same_plan_again_changes_nothing_and_a_new_plan_repla
 
     changed = service_doc(endpoint={"maxQueue": 3})
     changed["spec"]["scaling"]["min"] = 1
-    service.manifest = load_manifest(
+    service.local_plan = plan_file(
         write_manifest(tmp_path / "svc.yaml", runtime_doc(free_port()), changed)
     )
     service.workloads.apply(service.plan())
@@ -206,7 +215,7 @@ async def test_an_engine_that_keeps_exiting_is_observed_in_crash_loop_back_off(
 
 def test_local_mode_and_the_operator_plan_the_example_alike() -> None:
     """One planner: the runtimes of the file as a cluster would list them give the same plan."""
-    local = plan_local(load_manifest(EXAMPLE)).serving
+    local = plan_file(EXAMPLE).serving
     runtimes = Store()
     for document in yaml.safe_load_all(EXAMPLE.read_text(encoding="utf-8")):
         if document["kind"] == "InferenceRuntime":
@@ -217,7 +226,8 @@ def test_local_mode_and_the_operator_plan_the_example_alike() -> None:
         gateway_image="ghcr.io/noctaya/noctaya:test",
         gateway_replicas=1,
     )
-    cluster = operator.plan(load_manifest(EXAMPLE).service)
+    (service,) = read_manifest(EXAMPLE).services
+    cluster = operator.plan(service)
 
     assert (local.service, local.runtime, local.model) == (
         cluster.service,

@@ -52,9 +52,10 @@ class Cooldown:
 
 
 async def autoscale(
-    states: AsyncIterator[bool], replica: EngineReplica, plan: AutoscalingPlan
+    states: AsyncIterator[bool], replica: EngineReplica, plan: AutoscalingPlan, service: str = ""
 ) -> None:
-    """Drive `replica` from the active flags in `states` until cancelled (or `states` ends)."""
+    """Drive `replica` from the active flags in `states` until cancelled (or `states` ends);
+    `service` names it in log lines."""
     floor = min(plan.min_replicas, 1)
     await replica.scale(floor)
     cooldown = Cooldown(plan.cooldown_seconds, asyncio.get_running_loop().time)
@@ -64,7 +65,7 @@ async def autoscale(
             done, _ = await asyncio.wait({reading}, timeout=cooldown.remaining())
             if not done:
                 cooldown.clear()
-                log.info(log_lines.SCALE_DOWN, plan.cooldown_seconds)
+                log.info(log_lines.SCALE_DOWN, service, plan.cooldown_seconds)
                 await replica.scale(floor)
                 continue
             try:
@@ -75,10 +76,10 @@ async def autoscale(
             if not cooldown.observe(active, above_floor=replica.replicas > floor):
                 continue  # a reconnect replays the state
             if active and replica.replicas == 0:
-                log.info(log_lines.SCALE_UP)
+                log.info(log_lines.SCALE_UP, service)
                 await replica.scale(1)
             elif cooldown.pending:
-                log.info(log_lines.SCALE_DOWN_PENDING, plan.cooldown_seconds)
+                log.info(log_lines.SCALE_DOWN_PENDING, service, plan.cooldown_seconds)
     finally:
         reading.cancel()
         await asyncio.wait({reading})  # the stream unwinds (and closes its channel) before we end

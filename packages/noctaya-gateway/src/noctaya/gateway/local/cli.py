@@ -1,8 +1,9 @@
-"""`noctaya-local FILE.yaml`: serve one LLMService on this machine, scaling its engine to zero.
+"""`noctaya-local FILE_OR_DIR…`: serve every LLMService of the files on this machine, behind one
+endpoint, scaling each engine to zero and taking turns on the machine's devices.
 
-Exit codes: 0 after SIGINT/SIGTERM, 2 for a file or flags local mode cannot serve (the message
-names the field), 1 when serving fails (a port another service or program uses, a gateway that
-does not start).
+Exit codes: 0 after SIGINT/SIGTERM, 2 for files or flags local mode cannot serve (the message
+names the file and field), 1 when serving fails to start (a port another service or program
+uses, a gateway that does not start).
 """
 
 from __future__ import annotations
@@ -16,31 +17,43 @@ from collections.abc import Sequence
 from pathlib import Path
 
 from noctaya.core.errors import NoctayaError
-from noctaya.core.plan.serving import ServingPlan
 from noctaya.core.plugins import VendorRegistry
+from noctaya.core.values.duration import Duration
 from noctaya.core.values.listen_address import parse_listen_address
+from noctaya.gateway.local import console
+from noctaya.gateway.local.admission import AdmissionSettings, admit
+from noctaya.gateway.local.annotations import LISTEN_ANNOTATION, PINNED_ANNOTATION
 from noctaya.gateway.local.command import LOCAL_COMMAND_ANNOTATION
+from noctaya.gateway.local.devices import MachineDevices, parse_device_flag
+from noctaya.gateway.local.engine_logs import default_folder
 from noctaya.gateway.local.errors import LocalConfigError, LocalRunError, one_line
-from noctaya.gateway.local.manifest import LocalManifest, load_manifest
-from noctaya.gateway.local.model_fetch import ModelFetch, default_cache, fetch_model, plan_fetch
-from noctaya.gateway.local.plan import LocalPlan, local_plan, plan_local
-from noctaya.gateway.local.port_claims import check_listen_port
-from noctaya.gateway.local.runner import run_local
-from noctaya.gateway.local.workloads import LocalService
+from noctaya.gateway.local.live_files import ServedFiles
+from noctaya.gateway.local.model_fetch import default_cache
+from noctaya.gateway.local.runner import RunOptions, run_local
+from noctaya.gateway.local.swaps import DEFAULT_MIN_RESIDENCY
 
 log = logging.getLogger("noctaya.local")
 DEFAULT_LISTEN = "127.0.0.1:8080"
 EXIT_INVALID = 2
 
 DESCRIPTION = f"""\
-Serve the LLMService in FILE (a multi-document YAML with the service and its InferenceRuntime)
-on this machine: the Noctaya gateway in front of one local engine process that starts on demand
-and stops after scaling.scaleDownStabilization without demand. The runtime names the command
-that stands in for its container image in the annotation {LOCAL_COMMAND_ANNOTATION}
-(e.g. "vllm serve" or "noctaya-engine-stub"); the engine listens on 127.0.0.1 at the runtime's
-spec.container.port.containerPort. A model the operator would stage with a Job (an oci://
-artifact, or a hub model with spec.cache.prewarm) is first fetched into --cache by noctaya-fetch,
-and the engine gets the fetched folder as {{{{ .Model.Path }}}}."""
+Serve every LLMService in FILE_OR_DIR (YAML files with services and the InferenceRuntimes they
+run on; a folder stands for the *.yaml and *.yml files in it) on this machine, behind one
+OpenAI-compatible endpoint that routes each request by its "model": the Noctaya gateway of each
+service in front of its local engine process, which starts on demand and stops after
+scaling.scaleDownStabilization without demand.
+
+Engines take turns on the machine's devices (--devices, or as the vendor plugin lists them):
+one that needs devices held by idle engines stops the least recently used first, never one that
+serves or holds requests, and not before its --min-residency. The files are watched: a file
+added, changed or removed applies to its services only; a bad edit is refused.
+
+The runtime names the command that stands in for its container image in the annotation
+{LOCAL_COMMAND_ANNOTATION} (e.g. "vllm serve" or "noctaya-engine-stub"); the engine listens on
+127.0.0.1 at the runtime's spec.container.port.containerPort. A service may carry
+{PINNED_ANNOTATION}: "true" (never swapped out) and {LISTEN_ANNOTATION}: HOST:PORT (an endpoint
+of its own). A model the operator would stage with a Job (an oci:// artifact, or a hub model
+with spec.cache.prewarm) is first fetched into --cache by noctaya-fetch."""
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -49,27 +62,52 @@ def main(argv: Sequence[str] | None = None) -> int:
         description=DESCRIPTION,
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
-    parser.add_argument("file", type=Path, help="LLMService + InferenceRuntime YAML")
+    parser.add_argument(
+        "paths", nargs="+", type=Path, metavar="FILE_OR_DIR", help="manifest files or folders"
+    )
     parser.add_argument(
         "--listen",
         default=DEFAULT_LISTEN,
-        help=f"gateway HTTP address, host:port (default {DEFAULT_LISTEN}; port 0 picks one)",
+        help=f"the endpoint's HTTP address, host:port (default {DEFAULT_LISTEN}; port 0 picks one)",
+    )
+    parser.add_argument(
+        "--devices",
+        action="append",
+        default=[],
+        metavar="[VENDOR=]IDS",
+        help="the devices engines may use, as the vendor's variable names them (0,1 or "
+        "GPU-<uuid>; repeat with VENDOR= for several vendors); default: as the vendor plugin "
+        "lists them (nvidia-smi -L, npu-smi info -m), else not budgeted",
+    )
+    parser.add_argument(
+        "--min-residency",
+        default=f"{DEFAULT_MIN_RESIDENCY:g}s",
+        metavar="DURATION",
+        help="how long an engine keeps its devices after it became ready, whoever waits "
+        f"(default {DEFAULT_MIN_RESIDENCY:g}s)",
+    )
+    parser.add_argument(
+        "--logs",
+        type=Path,
+        default=default_folder(os.environ),
+        help="folder of each service's engine and gateway log (<service>.log); default "
+        "$XDG_STATE_HOME/noctaya/local/logs or ~/.local/state/noctaya/local/logs",
     )
     parser.add_argument(
         "--api-key-file",
-        help="file holding the client API key (required when the service sets "
+        help="file holding the client API key (required when a service sets "
         "endpoint.authentication; clients send it as a Bearer token)",
     )
     parser.add_argument(
         "--cache",
         type=Path,
         default=default_cache(os.environ),
-        help="folder the model is fetched into when the service stages it (an oci:// model, or "
+        help="folder a model is fetched into when its service stages it (an oci:// model, or "
         "spec.cache.prewarm); default $XDG_CACHE_HOME/noctaya/models or ~/.cache/noctaya/models",
     )
     parser.add_argument(
         "--registry-config",
-        help="dockerconfigjson file with the OCI registry's credentials (required when the "
+        help="dockerconfigjson file with the OCI registry's credentials (required when a "
         "model's source sets secretRef)",
     )
     args = parser.parse_args(argv)
@@ -78,51 +116,47 @@ def main(argv: Sequence[str] | None = None) -> int:
     except ValueError as error:
         parser.error(f"--listen: {error}")
     try:
-        manifest = load_manifest(args.file)
+        flags = [parse_device_flag(text) for text in args.devices]
+    except ValueError as error:
+        parser.error(f"--devices: {error}")
+    try:
+        residency = Duration.parse(args.min_residency).seconds
+    except ValueError as error:
+        parser.error(f"--min-residency: {error}")
+    try:
+        files = ServedFiles(args.paths)
+        manifests = files.read_all()
         vendors = VendorRegistry.discover()
-        plan = plan_local(manifest, api_key_file=args.api_key_file, vendors=vendors)
-        fetch = plan_fetch(plan.serving, args.registry_config, os.environ)  # checked before
-        check_listen_port(plan, args.listen)
+        settings = AdmissionSettings(
+            listen=args.listen,
+            vendors=vendors,
+            devices=MachineDevices(flags, vendors),
+            environ=os.environ,
+            api_key_file=args.api_key_file,
+            registry_config=args.registry_config,
+        )
+        admit(manifests, settings, {})  # everything checked before anything starts
     except (LocalConfigError, NoctayaError) as error:
         print(f"noctaya-local: {one_line(str(error))}", file=sys.stderr)
         return EXIT_INVALID
+    options = RunOptions(settings, args.logs, args.cache, max(0.0, residency))
     configure_logging()
     try:
-        return asyncio.run(_serve(plan, fetch, args, manifest, vendors))
+        return asyncio.run(run_local(files, manifests, options, os.environ))
     except LocalRunError as error:
         log.error("%s", one_line(str(error)))
         return 1
 
 
-async def _serve(
-    plan: LocalPlan,
-    fetch: ModelFetch | None,
-    args: argparse.Namespace,
-    manifest: LocalManifest,
-    vendors: VendorRegistry,
-) -> int:
-    if fetch is not None:
-        model_path = await fetch_model(fetch, args.cache, os.environ)
-        if model_path is None:
-            return 0
-        plan = plan_local(
-            manifest, api_key_file=args.api_key_file, model_path=model_path, vendors=vendors
-        )
-
-    def translate(serving: ServingPlan) -> LocalService:
-        mapped = local_plan(serving, manifest.runtimes, api_key_file=args.api_key_file)
-        return LocalService(mapped, args.listen, source=str(args.file))
-
-    return await run_local(plan.serving, translate, os.environ)
-
-
 def configure_logging() -> None:
-    """The gateway's line format, tagged like the relayed `[gateway]` and `[engine]` lines."""
-    handler = logging.StreamHandler(sys.stderr)
+    """The gateway's line format, tagged like the relayed `[svc gateway]` and `[svc engine]`
+    lines; hypercorn's own messages about the endpoint go the same way."""
+    handler = console.ConsoleHandler()
     handler.setFormatter(
         logging.Formatter("[local] %(asctime)s %(message)s", datefmt="%Y/%m/%d %H:%M:%S")
     )
-    logger = logging.getLogger("noctaya.local")
-    logger.addHandler(handler)
-    logger.setLevel(logging.INFO)
-    logger.propagate = False
+    for name in ("noctaya.local", "noctaya.gateway.http"):
+        logger = logging.getLogger(name)
+        logger.handlers = [handler]
+        logger.setLevel(logging.INFO)
+        logger.propagate = False

@@ -1,7 +1,8 @@
-"""Which LLMService and InferenceRuntime a local-mode file declares, validated by the core.
+"""Which LLMServices and InferenceRuntimes a local-mode file declares, validated by the core.
 
-A local file is what `kubectl apply -f` would take: a multi-document YAML with one LLMService and
-the InferenceRuntime(s) it may run on (`noctaya.gateway.local.runtimes`).
+A local file is what `kubectl apply -f` would take: a multi-document YAML with services and
+runtimes in any mix. Local mode serves the files it is given together
+(`noctaya.gateway.local.sources`), so a runtime may sit in one file and its services in others.
 
 Whatever a document holds, the outcome is a manifest or a LocalConfigError naming the document
 and field: the core's validation error is expected, and anything else it raises on hostile
@@ -24,9 +25,7 @@ from noctaya.core.api import (
 )
 from noctaya.core.api.names import shown
 from noctaya.core.api.yaml_documents import ManifestYAMLError, read_documents
-from noctaya.core.values.go_text import go_list
 from noctaya.gateway.local.errors import LocalConfigError
-from noctaya.gateway.local.runtimes import FileRuntimes
 
 LLMSERVICE, INFERENCERUNTIME = "LLMService", "InferenceRuntime"
 DEFAULT_NAMESPACE = "default"
@@ -34,14 +33,14 @@ _Resource = TypeVar("_Resource", LLMService, InferenceRuntime)
 
 
 @dataclass(frozen=True, slots=True)
-class LocalManifest:
-    service: LLMService
-    runtimes: FileRuntimes
+class ManifestFile:
     source: str
     """The file, named in messages."""
+    services: tuple[LLMService, ...]
+    runtimes: tuple[InferenceRuntime, ...]
 
 
-def load_manifest(path: Path) -> LocalManifest:
+def read_manifest(path: Path) -> ManifestFile:
     """Read `path` and validate every document through the API models."""
     try:
         with path.open("rb") as file:
@@ -53,18 +52,17 @@ def load_manifest(path: Path) -> LocalManifest:
     return _manifest(documents, str(path))
 
 
-def _manifest(documents: Sequence[Mapping[str, Any]], source: str) -> LocalManifest:
+def _manifest(documents: Sequence[Mapping[str, Any]], source: str) -> ManifestFile:
     services: list[LLMService] = []
     runtimes: list[InferenceRuntime] = []
     for index, document in enumerate(documents, start=1):
         item = validate_document(document, f"{source}: document {index}")
         if isinstance(item, LLMService):
+            item.metadata.namespace = item.metadata.namespace or DEFAULT_NAMESPACE  # as kubectl
             services.append(item)
         else:
             runtimes.append(item)
-    service = _single_service(services, source)
-    service.metadata.namespace = service.metadata.namespace or DEFAULT_NAMESPACE  # as kubectl does
-    return LocalManifest(service, FileRuntimes(runtimes, source), source)
+    return ManifestFile(source, tuple(services), tuple(runtimes))
 
 
 def validate_document(document: Mapping[str, Any], where: str) -> LLMService | InferenceRuntime:
@@ -108,14 +106,3 @@ def _parse(
 def _require_name(item: LLMService | InferenceRuntime, kind: str, where: str) -> None:
     if not item.metadata.name:
         raise LocalConfigError(f"{where}: {kind} metadata.name: Required value")
-
-
-def _single_service(services: Sequence[LLMService], source: str) -> LLMService:
-    if len(services) == 1:
-        return services[0]
-    if not services:
-        raise LocalConfigError(f"{source}: no {LLMSERVICE} found; local mode serves exactly one")
-    names = go_list([service.metadata.name or "" for service in services])
-    raise LocalConfigError(
-        f"{source}: {len(services)} {LLMSERVICE}s {names}; local mode serves exactly one per file"
-    )

@@ -85,8 +85,10 @@ def plan_fetch(
     )
 
 
-async def fetch_model(fetch: ModelFetch, cache: Path, environ: Mapping[str, str]) -> str | None:
-    """The fetched model's folder; None when SIGINT/SIGTERM stopped the fetch first.
+async def fetch_model(
+    fetch: ModelFetch, cache: Path, environ: Mapping[str, str], stop: asyncio.Event
+) -> str | None:
+    """The fetched model's folder; None when `stop` (local mode's SIGINT/SIGTERM) is set first.
 
     The fetcher's progress goes straight to local mode's stderr (a live bar on a terminal); it
     runs in its own process group, so a terminal's Ctrl-C reaches local mode, which stops it.
@@ -104,18 +106,12 @@ async def fetch_model(fetch: ModelFetch, cache: Path, environ: Mapping[str, str]
         stdout=asyncio.subprocess.PIPE,
         process_group=0,
     )
-    loop = asyncio.get_running_loop()
-    stop = asyncio.Event()
-    for sig in (signal.SIGINT, signal.SIGTERM):
-        loop.add_signal_handler(sig, stop.set)
     finished = asyncio.ensure_future(process.communicate())
     stopped = asyncio.ensure_future(stop.wait())
     try:
         await asyncio.wait({finished, stopped}, return_when=asyncio.FIRST_COMPLETED)
     finally:
         stopped.cancel()
-        for sig in (signal.SIGINT, signal.SIGTERM):
-            loop.remove_signal_handler(sig)
         if not finished.done():
             await _stop(process)
             await finished

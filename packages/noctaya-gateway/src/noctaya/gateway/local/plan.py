@@ -1,8 +1,8 @@
 """What local mode runs for one LLMService: the operator's serving plan, mapped to one machine.
 
-The service is planned by the core's planner, over the runtimes of its file and the installed
-vendor plugins, exactly as the operator plans it: runtime choice, autoscaling (min, max,
-target, cooldown), gateway settings (queue bound, cold-start mode, heartbeat, activation
+The service is planned by the core's planner, over the runtimes of the files served and the
+installed vendor plugins, exactly as the operator plans it: runtime choice, autoscaling (min,
+max, target, cooldown), gateway settings (queue bound, cold-start mode, heartbeat, activation
 timeout), model path, templated engine args and env, and every validation on the way. Local
 mode then swaps the cluster's parts for local ones:
 
@@ -38,10 +38,11 @@ from noctaya.core.plan.planner import PlanSettings, ServicePlanner
 from noctaya.core.plan.serving import ServingPlan
 from noctaya.core.plugins import VendorRegistry
 from noctaya.core.values.go_text import go_quote
+from noctaya.gateway.local.annotations import own_listen_address, pinned
 from noctaya.gateway.local.command import local_command
 from noctaya.gateway.local.errors import LocalConfigError
-from noctaya.gateway.local.manifest import LocalManifest
 from noctaya.gateway.local.runtimes import FileRuntimes
+from noctaya.gateway.local.sources import ServedService
 
 LOOPBACK = "127.0.0.1"
 DEFAULT_STOP_GRACE_SECONDS = 30
@@ -76,10 +77,24 @@ class EnginePlan:
 
 
 @dataclass(frozen=True, slots=True)
+class DeviceNeed:
+    """The whole devices of one vendor an engine holds while it runs: what the plan's limits
+    ask of the runtime's accelerator."""
+
+    vendor: str
+    count: int
+
+
+@dataclass(frozen=True, slots=True)
 class LocalPlan:
     serving: ServingPlan
     engine: EnginePlan
     api_key_file: str | None
+    devices: DeviceNeed
+    pinned: bool = False
+    """Never stopped to hand its devices on (`serving.noctaya.io/local-pinned`)."""
+    own_listen: str | None = None
+    """The address of its own endpoint (`serving.noctaya.io/local-listen`), if any."""
 
     @property
     def service_name(self) -> str:
@@ -101,22 +116,29 @@ class LocalPlan:
     def backend_url(self) -> str:
         return f"http://{LOOPBACK}:{self.engine.port}"
 
+    @property
+    def model_names(self) -> tuple[str, ...]:
+        """What clients may put in `model` for this service: the names the engine answers to
+        (the core's reading of its args, as the gateway lists them), then the service's name."""
+        return tuple(dict.fromkeys((*self.gateway.served_models, self.service_name)))
+
 
 def plan_local(
-    manifest: LocalManifest,
+    served: ServedService,
+    runtimes: FileRuntimes,
     *,
     api_key_file: str | None = None,
     model_path: str | None = None,
     vendors: VendorRegistry | None = None,
 ) -> LocalPlan:
-    """The service of `manifest`, planned and mapped; `model_path` replaces the model's own
-    path (the folder a fetch filled)."""
-    planner = ServicePlanner(manifest.runtimes, vendors or VendorRegistry.discover(), SETTINGS)
+    """The service, planned and mapped; `model_path` replaces the model's own path (the folder
+    a fetch filled)."""
+    planner = ServicePlanner(runtimes, vendors or VendorRegistry.discover(), SETTINGS)
     try:
-        serving = planner.plan(manifest.service, model_path=model_path)
+        serving = planner.plan(served.service, model_path=model_path)
     except NoctayaError as error:
-        raise planning_error(error, manifest.service, manifest.source) from None
-    return local_plan(serving, manifest.runtimes, api_key_file=api_key_file)
+        raise planning_error(error, served.service, served.source) from None
+    return local_plan(serving, runtimes, api_key_file=api_key_file, served=served)
 
 
 def planning_error(error: NoctayaError, service: LLMService, source: str) -> LocalConfigError:
@@ -132,9 +154,14 @@ def planning_error(error: NoctayaError, service: LLMService, source: str) -> Loc
 
 
 def local_plan(
-    serving: ServingPlan, runtimes: FileRuntimes, *, api_key_file: str | None
+    serving: ServingPlan,
+    runtimes: FileRuntimes,
+    *,
+    api_key_file: str | None,
+    served: ServedService,
 ) -> LocalPlan:
-    """`serving` on this machine, or the LocalConfigError of the first part it cannot run."""
+    """`serving` on this machine, or the LocalConfigError of the first part it cannot run;
+    `served` is the service as written, with its local-mode annotations."""
     auth = serving.gateway.api_key
     if auth is not None and api_key_file is None:
         raise LocalConfigError(
@@ -146,10 +173,17 @@ def local_plan(
             "LLMService spec.model.source.uri: pvc:// models need a cluster (a volume claim); "
             "local mode serves hf://, modelscope:// and oci:// models"
         )
+    runtime = runtimes.runtime(serving.runtime)
     return LocalPlan(
         serving=serving,
-        engine=_plan_engine(serving, runtimes.runtime(serving.runtime)),
+        engine=_plan_engine(serving, runtime),
         api_key_file=api_key_file,
+        devices=DeviceNeed(
+            str(runtime.spec.vendor),
+            serving.backend.limits.get(runtime.spec.accelerator.resource_name, 0),
+        ),
+        pinned=pinned(served.service),
+        own_listen=own_listen_address(served.service),
     )
 
 

@@ -18,6 +18,7 @@ import json
 import os
 import stat
 import tempfile
+from collections.abc import Sequence
 from dataclasses import asdict, dataclass
 from pathlib import Path
 
@@ -31,7 +32,8 @@ CLAIMS_DIRECTORY = "noctaya-local"
 
 @dataclass(frozen=True, slots=True)
 class PortUse:
-    """Who uses a port for what, as the lock file records it."""
+    """Who uses a port for what, as the lock file records it; `service` "" for local mode's
+    endpoint, which serves them all."""
 
     service: str
     use: str
@@ -39,6 +41,8 @@ class PortUse:
     source: str
 
     def describe(self) -> str:
+        if not self.service:
+            return f"local mode's {self.use}"
         return f"LLMService {go_quote(self.service)} as its {self.use}"
 
 
@@ -49,14 +53,36 @@ def engine_use(plan: LocalPlan) -> str:
     )
 
 
-def check_listen_port(plan: LocalPlan, listen_addr: str) -> None:
-    """The gateway cannot listen on the port its own engine is to listen on."""
-    _, port = parse_listen_address(listen_addr)
-    if port == plan.engine.port:
-        raise LocalConfigError(
-            f"--listen {listen_addr}: port {port} is the {engine_use(plan)} of LLMService "
-            f"{go_quote(plan.service_name)}; the gateway needs a port of its own"
-        )
+def endpoint_use(listen_addr: str) -> str:
+    return f"endpoint (--listen {listen_addr})"
+
+
+def own_endpoint_use(listen_addr: str) -> str:
+    return f"own endpoint (serving.noctaya.io/local-listen {listen_addr})"
+
+
+def check_ports(plans: Sequence[LocalPlan], listen_addr: str) -> None:
+    """Each port one local mode uses is used once: every engine's, the endpoint's and each
+    service's own endpoint's (an engine port shared by two services would let one service's
+    gateway reach the other's engine)."""
+    _, endpoint_port = parse_listen_address(listen_addr)
+    taken: dict[int, str] = {}
+    if endpoint_port:
+        taken[endpoint_port] = f"local mode's {endpoint_use(listen_addr)}"
+    for plan in plans:
+        name = go_quote(plan.service_name)
+        uses = [(plan.engine.port, engine_use(plan))]
+        if plan.own_listen is not None:
+            uses.append(
+                (parse_listen_address(plan.own_listen)[1], own_endpoint_use(plan.own_listen))
+            )
+        for port, use in uses:
+            other = taken.setdefault(port, f"the {use} of LLMService {name}")
+            if other != f"the {use} of LLMService {name}":
+                raise LocalConfigError(
+                    f"LLMService {name}: port {port}, its {use}, is already {other}; "
+                    "each needs a port of its own"
+                )
 
 
 class PortClaims:

@@ -26,18 +26,25 @@ import logging
 import os
 import signal
 import subprocess
-import sys
 from collections.abc import Callable, Mapping, Sequence
+from pathlib import Path
+
+from noctaya.gateway.local import console
 
 log = logging.getLogger("noctaya.local")
 _LINE_LIMIT = 1 << 20
 OUTPUT_DRAIN = 2.0
 """How long an exited process's output is still read while something else holds it open."""
+GROUP_EXIT_WAIT = 5.0
+"""How long `stop` waits for the group's last processes to die after SIGKILL (they do in
+milliseconds; a process in uninterruptible sleep may take longer, and is then left)."""
+_PROC = Path("/proc")
 _KEEPER = ("/bin/sh", "-c", "trap '' HUP INT TERM; read _; kill -KILL 0")
 
 
 class ManagedProcess:
-    """One started child; `name` prefixes its relayed output lines (`[engine] …`)."""
+    """One started child; `name` prefixes its relayed output lines (`[svc engine] …`), which
+    `on_line` also gets."""
 
     def __init__(
         self,
@@ -112,6 +119,7 @@ class ManagedProcess:
         if self._keeper is not None:
             await self._keeper.release()
         await self._drain()
+        await self._group_gone()
         return code
 
     async def stop(self, grace: float) -> int:
@@ -139,6 +147,15 @@ class ManagedProcess:
             self._relay.cancel()
             await asyncio.wait({self._relay})
         self._output.close()
+
+    async def _group_gone(self) -> None:
+        """Until no process of the group is alive: only then are the devices it used free."""
+        deadline = asyncio.get_running_loop().time() + GROUP_EXIT_WAIT
+        while _group_alive(self._process.pid):
+            if asyncio.get_running_loop().time() > deadline:
+                log.info("%s (pid %d): its process group outlives SIGKILL", self.name, self.pid)
+                return
+            await asyncio.sleep(0.01)
 
     def _signal_group(self, sig: signal.Signals) -> None:
         # The child leads its own process group, so its pid is the group id.
@@ -194,11 +211,31 @@ async def _relay(
         if not raw:
             return
         line = raw.decode("utf-8", errors="replace").rstrip("\r\n")
-        with contextlib.suppress(OSError):  # keep draining: a full pipe would stall the child
-            sys.stderr.write(f"[{name}] {line}\n")
-            sys.stderr.flush()
+        console.write_line(f"[{name}] {line}")
         if on_line is not None:
             on_line(line)
+
+
+def _group_alive(group: int) -> bool:
+    """Whether a process of `group` is alive (zombies, already dead, do not count)."""
+    if not _PROC.is_dir():  # no /proc: the kernel's answer counts zombies too
+        try:
+            os.killpg(group, 0)
+        except ProcessLookupError:
+            return False
+        except PermissionError:
+            return True
+        return True
+    for entry in _PROC.iterdir():
+        if not entry.name.isdigit():
+            continue
+        try:
+            fields = (entry / "stat").read_bytes().rsplit(b")", 1)[1].split()
+        except (OSError, IndexError):
+            continue
+        if int(fields[2]) == group and fields[0] != b"Z":
+            return True
+    return False
 
 
 def describe_exit(code: int) -> str:

@@ -5,6 +5,11 @@ An HTTP check passes on a status from 200 to 399, a TCP check when the connectio
 missing timing field takes the Kubernetes default. The engine is ready after `successThreshold`
 passes in a row and no longer ready after `failureThreshold` failures in a row; it starts out
 not ready.
+
+Until the engine is first ready, the check runs every `LOADING_PERIOD` at most rather than its
+period (10 s by default), as a startup probe would: the moment a model is ready is when a swap
+ends, its minimum residency begins and the status table says so, which a period meant for
+noticing failures would report up to ten seconds late.
 """
 
 from __future__ import annotations
@@ -19,6 +24,7 @@ from noctaya.core.plan.container import HealthCheck, HttpGet
 LOOPBACK = "127.0.0.1"
 DEFAULT_PERIOD, DEFAULT_TIMEOUT = 10, 1
 DEFAULT_SUCCESS, DEFAULT_FAILURE = 1, 3
+LOADING_PERIOD = 0.05
 _STATUS_LINE_LIMIT = 4096
 
 
@@ -46,6 +52,7 @@ async def watch_readiness(
     successes_needed = check.success_threshold or DEFAULT_SUCCESS
     failures_allowed = check.failure_threshold or DEFAULT_FAILURE
     ready, successes, failures = False, 0, 0
+    ever_ready = False
     await asyncio.sleep(check.initial_delay_seconds or 0)
     while True:
         if await passes(check, ports):
@@ -55,8 +62,9 @@ async def watch_readiness(
         now_ready = successes >= successes_needed or (ready and failures < failures_allowed)
         if now_ready != ready:
             ready = now_ready
+            ever_ready = ever_ready or ready
             report(ready)
-        await asyncio.sleep(period)
+        await asyncio.sleep(period if ever_ready else min(period, LOADING_PERIOD))
 
 
 async def passes(check: HealthCheck, ports: PortNames) -> bool:

@@ -2,7 +2,8 @@
 
 They play the cluster's runtimes, so a service resolves its runtime through the core exactly as
 the operator resolves it (pinned name, or vendor order then priority), and a file that works
-locally selects the same runtime on a cluster.
+locally selects the same runtime on a cluster. Every file served contributes its runtimes, as
+every file applied to a cluster would.
 """
 
 from __future__ import annotations
@@ -15,15 +16,23 @@ from noctaya.core.errors import NoctayaError
 from noctaya.core.runtime_selection import REASON, RuntimeCandidate
 from noctaya.core.values.go_text import go_list
 from noctaya.gateway.local.errors import LocalConfigError
+from noctaya.gateway.local.manifest import ManifestFile
 
 
 class FileRuntimes:
-    def __init__(self, runtimes: Iterable[InferenceRuntime], source: str) -> None:
-        """`source` names where the runtimes were read, for the error of a duplicate name."""
-        listed = list(runtimes)
-        self._by_name = {runtime.metadata.name or "": runtime for runtime in listed}
-        if len(self._by_name) != len(listed):
-            raise LocalConfigError(f"{source}: two InferenceRuntimes share a metadata.name")
+    def __init__(self, files: Iterable[ManifestFile]) -> None:
+        self._by_name: dict[str, InferenceRuntime] = {}
+        self._source: dict[str, str] = {}
+        for file in files:
+            for runtime in file.runtimes:
+                name = runtime.metadata.name or ""
+                if name in self._by_name:
+                    raise LocalConfigError(
+                        f"{file.source}: InferenceRuntime {shown(name)}: "
+                        f"metadata.name is also the name of one in {self._source[name]}"
+                    )
+                self._by_name[name] = runtime
+                self._source[name] = file.source
 
     def candidates(self) -> list[RuntimeCandidate]:
         return [
@@ -36,7 +45,7 @@ class FileRuntimes:
         if found is None:
             raise NoctayaError(
                 REASON,
-                f"spec.runtime.name {shown(name)}: no InferenceRuntime of that name in the file "
-                f"(found {go_list(sorted(self._by_name))})",
+                f"spec.runtime.name {shown(name)}: no InferenceRuntime of that name in the files "
+                f"served (found {go_list(sorted(self._by_name))})",
             )
         return found

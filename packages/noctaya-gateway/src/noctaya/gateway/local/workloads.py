@@ -5,7 +5,8 @@ the kubelet running its pod, and KEDA.
 `apply` returns at once, as a write to the API server does: a service's processes start (or,
 for a changed plan, replace the old ones) in the background, and `observe` says how far they
 got. Services are independent: each claims its own ports, and one failing leaves the others
-running.
+running. What they share is the `Machine`: the device budget their engines take turns on, the
+traffic local mode's endpoint counts for them, and the folder of their logs.
 
 A service stops in this order: the autoscaler first, so the engine is not scaled away while the
 gateway drains its in-flight requests into it; then the gateway drains and exits; then the
@@ -23,7 +24,7 @@ import os
 import re
 import socket
 from collections.abc import Callable, Coroutine, Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 from noctaya.core.observation import (
@@ -41,12 +42,16 @@ from noctaya.gateway.local import log_lines
 from noctaya.gateway.local.activity import active_states, scaled_object_ref
 from noctaya.gateway.local.autoscaler import autoscale
 from noctaya.gateway.local.command import find_executable
+from noctaya.gateway.local.devices import MachineDevices
 from noctaya.gateway.local.engine import EngineReplica
+from noctaya.gateway.local.engine_logs import EngineLogs
 from noctaya.gateway.local.errors import LocalRunError, one_line
 from noctaya.gateway.local.gateway_env import gateway_env
 from noctaya.gateway.local.plan import GATEWAY_COMMAND, LOOPBACK, LocalPlan
 from noctaya.gateway.local.port_claims import PortClaims, PortUse, engine_use
 from noctaya.gateway.local.processes import ManagedProcess, describe_exit
+from noctaya.gateway.local.swaps import DeviceBudget, Tenant
+from noctaya.gateway.local.traffic import TrafficBoard
 
 log = logging.getLogger("noctaya.local")
 GATEWAY_START_TIMEOUT = 30.0
@@ -65,6 +70,22 @@ class LocalService:
     """Where its gateway listens (port 0: a port the kernel picks)."""
     source: str
     """The file it came from, named in the port claims other local modes read."""
+    endpoint: str = ""
+    """Where its clients reach it (local mode's endpoint), for the log; "": the gateway."""
+
+
+@dataclass(frozen=True)
+class Machine:
+    """What the services of one local mode share."""
+
+    devices: MachineDevices | None = None
+    """The device pools; None: no device is budgeted."""
+    budget: DeviceBudget = field(default_factory=DeviceBudget)
+    traffic: TrafficBoard = field(default_factory=TrafficBoard)
+    logs: EngineLogs | None = None
+    """Where each service's gateway and engine output is kept; None: the terminal only."""
+    on_change: Callable[[], None] = lambda: None
+    """Hears every change of a service's processes (the status table, held clients)."""
 
 
 Translate = Callable[[ServingPlan], LocalService]
@@ -74,9 +95,12 @@ Translate = Callable[[ServingPlan], LocalService]
 class LocalWorkloads:
     """The services of one local mode, by identity."""
 
-    def __init__(self, translate: Translate, environ: Mapping[str, str]) -> None:
+    def __init__(
+        self, translate: Translate, environ: Mapping[str, str], machine: Machine | None = None
+    ) -> None:
         self._translate = translate
         self._environ = environ
+        self.machine = machine or Machine()
         self._services: dict[ServiceIdentity, ServiceProcesses] = {}
 
     def apply(self, plan: ServingPlan) -> None:
@@ -86,7 +110,9 @@ class LocalWorkloads:
         current = self._services.get(plan.service)
         if current is not None and current.wanted == wanted and not current.ended.done():
             return
-        self._services[plan.service] = ServiceProcesses(wanted, self._environ, replaces=current)
+        self._services[plan.service] = ServiceProcesses(
+            wanted, self._environ, self.machine, replaces=current
+        )
 
     def observe(self, plan: ServingPlan) -> ServiceObservation:
         processes = self._services.get(plan.service)
@@ -124,12 +150,23 @@ class ServiceProcesses:
         self,
         wanted: LocalService,
         environ: Mapping[str, str],
+        machine: Machine,
         *,
         replaces: ServiceProcesses | None = None,
     ) -> None:
         loop = asyncio.get_running_loop()
         self.wanted = wanted
-        self.engine = EngineReplica(wanted.plan.engine, environ)
+        self._machine = machine
+        name = wanted.plan.service_name
+        self._log = machine.logs.writer(name) if machine.logs is not None else None
+        self.engine = EngineReplica(
+            wanted.plan.engine,
+            environ,
+            service=name,
+            devices=_tenant(wanted.plan, machine),
+            on_line=self._log.engine if self._log is not None else None,
+            on_change=machine.on_change,
+        )
         self.gateway: ManagedProcess | None = None
         self.serving: asyncio.Future[str] = loop.create_future()
         self._environ = environ
@@ -176,18 +213,20 @@ class ServiceProcesses:
             gateway_argv = _gateway_argv()
             self._claim_ports(claims)
             _check_engine_port_free(self.wanted.plan.engine.port)
+            addresses = _Addresses()
             self.gateway = await ManagedProcess.start(
-                "gateway",
+                f"{self.wanted.plan.service_name} gateway",
                 gateway_argv,
                 self._gateway_environ(),
-                (addresses := _Addresses()).observe,
+                self._gateway_line(addresses),
             )
-            log.info(log_lines.GATEWAY_STARTED, self.gateway.pid)
+            log.info(log_lines.GATEWAY_STARTED, self.wanted.plan.service_name, self.gateway.pid)
             started = await self._until_stopped(addresses.both(), GATEWAY_START_TIMEOUT)
             if started is None:
                 return
             http_addr, scaler_addr = started
             self.serving.set_result(f"http://{client_host_port(http_addr)}/v1")
+            self._machine.on_change()
             self._log_serving()
             scaling = asyncio.get_running_loop().create_task(self._autoscale(scaler_addr))
             await self._serve(scaling)
@@ -204,6 +243,9 @@ class ServiceProcesses:
                 await self.gateway.stop(GATEWAY_STOP_GRACE)
             await self.engine.scale(0)
             claims.release()
+            if self._log is not None:
+                self._log.close()
+            self._machine.on_change()
 
     def _claim_ports(self, claims: PortClaims) -> None:
         plan, listen = self.wanted.plan, self.wanted.listen_addr
@@ -215,6 +257,17 @@ class ServiceProcesses:
         _, gateway_port = parse_listen_address(listen)
         if gateway_port:  # port 0: the kernel picks a port nobody is using
             claims.claim(gateway_port, use(f"gateway port (--listen {listen})"))
+
+    def _gateway_line(self, addresses: _Addresses) -> Callable[[str], None]:
+        if self._log is None:
+            return addresses.observe
+        to_file = self._log.gateway
+
+        def observe(line: str) -> None:
+            addresses.observe(line)
+            to_file(line)
+
+        return observe
 
     def _gateway_environ(self) -> dict[str, str]:
         """Our environment without stray NOCTAYA_* settings, plus the service's gateway settings."""
@@ -228,7 +281,7 @@ class ServiceProcesses:
         log.info(
             log_lines.SERVING,
             plan.service_name,
-            self.serving.result(),
+            self.wanted.endpoint or self.serving.result(),
             plan.runtime_name,
             plan.backend_url.removeprefix("http://"),
             "kept at 1" if plan.autoscaling.min_replicas > 0 else "scaled to zero",
@@ -246,7 +299,9 @@ class ServiceProcesses:
         ref = scaled_object_ref(
             service.name, service.namespace, scaler_addr, plan.autoscaling.target
         )
-        await autoscale(active_states(scaler_addr, ref), self.engine, plan.autoscaling)
+        await autoscale(
+            active_states(scaler_addr, ref), self.engine, plan.autoscaling, plan.service_name
+        )
 
     async def _until_stopped(
         self, startup: Coroutine[Any, Any, tuple[str, str]], limit: float
@@ -310,6 +365,23 @@ class _Addresses:
 
     async def both(self) -> tuple[str, str]:
         return await self.http, await self.scaler
+
+
+def _tenant(plan: LocalPlan, machine: Machine) -> Tenant | None:
+    """The service's share of the device budget; None when its vendor's devices are not
+    budgeted."""
+    pool = machine.devices.pool(plan.devices.vendor) if machine.devices is not None else None
+    if pool is None or plan.devices.count == 0:
+        return None
+    return machine.budget.tenant(
+        plan.service_name,
+        plan.model_names[0],
+        pool,
+        plan.devices.count,
+        pinned=plan.pinned,
+        traffic=machine.traffic.of(plan.service_name),
+        activation_timeout=plan.gateway.activation_timeout.seconds,
+    )
 
 
 def _gateway_argv() -> list[str]:
