@@ -31,7 +31,6 @@ from __future__ import annotations
 
 import argparse
 import os
-import re
 import statistics
 import subprocess
 import sys
@@ -156,9 +155,11 @@ def measure(local: Local, name: str) -> tuple[Swap, list[str]]:
     if not stream.done or not stream.contents:
         raise SystemExit(f"{name}: no answer: {stream.lines}")
     total = stream.first("data: {") - stream.began
-    pattern = re.compile(rf"{re.escape(name)}: ready ")
     deadline = time.monotonic() + 10
-    while not any(pattern.search(line) for line in local.lines[lines:]):
+    while not any(
+        (match := log_lines.STARTED_IN_RE.search(line)) and match["service"] == name
+        for line in local.lines[lines:]
+    ):
         if time.monotonic() > deadline:
             raise SystemExit(f"{name}: no start logged")
         time.sleep(0.05)

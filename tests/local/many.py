@@ -13,7 +13,6 @@ import sysconfig
 import threading
 import time
 import uuid
-from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -212,22 +211,3 @@ def models(url: str) -> dict[str, dict[str, Any]]:
     listed = httpx.get(f"{url}/models", timeout=10).json()
     assert listed["object"] == "list"
     return {model["id"]: model for model in listed["data"]}
-
-
-@contextlib.contextmanager
-def background(target: Any, *args: Any) -> Iterator[list[Any]]:
-    """`target(*args)` on a thread; the list holds its result (or exception) once joined."""
-    result: list[Any] = []
-
-    def run() -> None:
-        try:
-            result.append(target(*args))
-        except BaseException as error:  # handed to the test, which raises it
-            result.append(error)
-
-    thread = threading.Thread(target=run, daemon=True)
-    thread.start()
-    try:
-        yield result
-    finally:
-        thread.join(timeout=180)
