@@ -57,6 +57,7 @@ def test_a_cold_model_takes_the_device_of_the_idle_one_and_its_stream_hears_the_
 
         second = stream_chat(url, "b")
 
+    assert watch.most_at_once == {"0": 1}, "never two engines on the device"
     assert second.contents == ["tok0 ", "tok1 ", "tok2 "]
     comments = second.comments
     assert ": noctaya: stopping a" in comments, comments
@@ -66,7 +67,6 @@ def test_a_cold_model_takes_the_device_of_the_idle_one_and_its_stream_hears_the_
         line_index(local, "a: engine stopped")
     )
     assert line_index(local, "a: engine stopped") < line_index(local, "b: engine started")
-    assert watch.most_at_once == {"0": 1}
     groups = watch.groups_seen()
     assert groups == {*started(local, "a"), *started(local, "b")}, "each engine held the device"
     now = status(url)
