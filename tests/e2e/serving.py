@@ -31,6 +31,8 @@ EXAMPLE = REPO / "examples" / "box" / "engine-stub.yaml"
 OPERATOR = "noctaya-controller-manager"
 SERVICE_NAME = "demo"  # the example's LLMService
 GATEWAY_PORT = 8080
+BACKEND_PODS = f"app.kubernetes.io/name={SERVICE_NAME},serving.noctaya.io/runtime"
+"""The label selector of the example service's backend pods."""
 LEASE = "6d7012cb.noctaya.io"  # the operator's leader-election Lease, as the install guide names it
 _LOG_LINES = 40
 _POLL_SECONDS = 0.25
@@ -431,13 +433,12 @@ def diagnostics(api_client: k8s_client.ApiClient, namespace: str) -> str:
 def wait_idle(api_client: k8s_client.ApiClient, namespace: str) -> dict[str, Any]:
     """ScaledToZero with no backend pod left and the gateway available (Ready's reason is
     ScaledToZero, not GatewayUnavailable): the pod the Deployment starts with (the operator
-    leaves its replicas to KEDA) has gone, so a request finds the backend cold."""
+    leaves its replicas to KEDA) has gone, so a request finds the backend cold. A prewarm Job's
+    finished pod is no backend pod (it carries no runtime label)."""
     core = k8s_client.CoreV1Api(api_client)
 
     def idle() -> dict[str, Any] | None:
-        pods = core.list_namespaced_pod(
-            namespace, label_selector=f"app.kubernetes.io/name={SERVICE_NAME}"
-        )
+        pods = core.list_namespaced_pod(namespace, label_selector=BACKEND_PODS)
         found = status(api_client, namespace, SERVICE_NAME)
         settled = found.get("phase") == "ScaledToZero" and not pods.items
         return found if settled and condition(found, "Ready")[1] == "ScaledToZero" else None

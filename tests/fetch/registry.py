@@ -72,17 +72,41 @@ def registry_binaries_missing() -> str | None:
     return f"{', '.join(missing)} not found; install with: {INSTALL}" if missing else None
 
 
+@dataclass(frozen=True)
+class RegistryTLS:
+    """HTTPS for the registry: its certificate and key, and the CA that signed them."""
+
+    certificate: Path
+    key: Path
+    ca: Path
+
+
 @contextmanager
-def run_registry(workdir: Path, *, password: str | None = None) -> Iterator[RunningRegistry]:
-    """`docker-registry serve` on a free loopback port, with htpasswd auth if `password` is set."""
-    port = free_port()
+def run_registry(
+    workdir: Path,
+    *,
+    password: str | None = None,
+    listen: str | None = None,
+    tls: RegistryTLS | None = None,
+    launcher: tuple[str, ...] = (),
+) -> Iterator[RunningRegistry]:
+    """`docker-registry serve` on `listen` (a free loopback port by default), with htpasswd
+    auth if `password` is set and HTTPS if `tls` is. Its storage is `workdir/storage`, so a
+    later run on the same folder serves what an earlier one stored; `launcher` is put before
+    its command (`ip netns exec <name>` serves inside a network namespace)."""
+    host = listen or f"127.0.0.1:{free_port()}"
     root = workdir / "storage"
     config: dict[str, object] = {
         "version": 0.1,
         "log": {"level": "error", "accesslog": {"disabled": True}},
         "storage": {"filesystem": {"rootdirectory": str(root)}},
-        "http": {"addr": f"127.0.0.1:{port}"},
+        "http": {"addr": host},
     }
+    if tls is not None:
+        config["http"] = {
+            "addr": host,
+            "tls": {"certificate": str(tls.certificate), "key": str(tls.key)},
+        }
     if password is not None:
         htpasswd = workdir / "htpasswd"
         line = subprocess.run(
@@ -93,10 +117,11 @@ def run_registry(workdir: Path, *, password: str | None = None) -> Iterator[Runn
     config_path = workdir / "registry.json"
     config_path.write_text(json.dumps(config))
     log = (workdir / "registry.log").open("wb")
-    process = subprocess.Popen([REGISTRY_BINARY, "serve", str(config_path)], stdout=log, stderr=log)
-    host = f"127.0.0.1:{port}"
+    process = subprocess.Popen(
+        [*launcher, REGISTRY_BINARY, "serve", str(config_path)], stdout=log, stderr=log
+    )
     try:
-        _wait_until_serving(host, process)
+        _wait_until_serving(host, process, tls)
         yield RunningRegistry(host, root, password)
     finally:
         process.terminate()
@@ -149,13 +174,17 @@ def push_layers(
     return registry.digest(repository, tag)
 
 
-def _wait_until_serving(host: str, process: subprocess.Popen[bytes]) -> None:
+def _wait_until_serving(
+    host: str, process: subprocess.Popen[bytes], tls: RegistryTLS | None
+) -> None:
+    url = f"https://{host}/v2/" if tls is not None else f"http://{host}/v2/"
+    verify: str | bool = str(tls.ca) if tls is not None else True
     deadline = time.monotonic() + 30
     while time.monotonic() < deadline:
         if process.poll() is not None:
             raise RuntimeError(f"docker-registry exited with {process.returncode}")
         try:
-            if requests.get(f"http://{host}/v2/", timeout=1).status_code in (200, 401):
+            if requests.get(url, timeout=1, verify=verify).status_code in (200, 401):
                 return
         except requests.ConnectionError:
             pass
