@@ -6,7 +6,6 @@ device is read from the processes themselves (`DeviceWatch`: their CUDA_VISIBLE_
 from __future__ import annotations
 
 import os
-import time
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
@@ -139,24 +138,27 @@ def test_the_least_recently_used_idle_engine_goes_first_and_a_pinned_one_never(
     with DeviceWatch() as watch:
         flags = ("--devices", "0,1", "--min-residency", "0s")
         local, url = serve(start_local, tmp_path, watch, *flags)
-        for model in ("p", "a"):  # p holds one device, a the other; p is used least recently
+
+        def swapped(model: str) -> list[str]:
+            """Request `model`; the services swapped out for it."""
+            before = len(local.lines)
             assert stream_chat(url, model).done
-        assert stream_chat(url, "b").done
-        assert local.count(log_lines.SWAP_OUT_RE) == 1
-        assert "a: swapping out: its engine stops to hand its devices to b" in local.log()
-        time.sleep(0.05)
-        assert stream_chat(url, "c").done  # b was used after p, but p is pinned
-        assert "b: swapping out: its engine stops to hand its devices to c" in local.log()
-        assert stream_chat(url, "a").done
-        assert "c: swapping out: its engine stops to hand its devices to a" in local.log()
+            return [
+                match["service"]
+                for line in local.lines[before:]
+                if (match := log_lines.SWAP_OUT_RE.search(line))
+            ]
+
+        assert [swapped(model) for model in ("a", "b", "a")] == [[], [], []]
+        assert swapped("c") == ["b"], "b was used less recently than a"
+        assert swapped("p") == ["a"], "a was used less recently than c"
+        assert swapped("b") == ["c"], "p, pinned, was used least recently of all"
         devices = {name: each["devices"] for name, each in status(url).items()}
 
-    pinned = started(local, "p")
-    assert len(pinned) == 1
+    assert len(started(local, "p")) == 1
     assert "p: engine stopped" not in local.log()
-    assert "p: swapping out" not in local.log()
-    assert (devices["b"], devices["c"]) == ([], [])
-    assert sorted(devices["p"] + devices["a"]) == ["0", "1"]
+    assert (devices["a"], devices["c"]) == ([], [])
+    assert sorted(devices["p"] + devices["b"]) == ["0", "1"]
     assert watch.most_at_once == {"0": 1, "1": 1}
 
 

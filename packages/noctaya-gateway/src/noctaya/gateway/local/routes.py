@@ -41,6 +41,8 @@ class Route:
     async def gateway(self, within: float) -> UpstreamPool | None:
         """The service's gateway, once it serves; None if it does not within `within` seconds
         (it is starting or has failed)."""
+        if self.processes.ended.done():
+            return None  # stopped, or failed and to be started again
         if self._pool is None:
             serving = self.processes.serving
             try:

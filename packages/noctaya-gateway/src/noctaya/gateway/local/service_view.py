@@ -58,8 +58,10 @@ def view(route: Route, now: float) -> ServiceView:
 def _state(route: Route) -> str:
     processes = route.processes
     engine = processes.engine
-    if not processes.serving.done() or processes.serving.cancelled():
-        return "starting" if not processes.ended.done() else "unavailable"
+    if processes.ended.done():
+        return "unavailable"
+    if not processes.serving.done():
+        return "starting"
     if engine.process is not None:
         return "stopping" if engine.stopping else "ready" if engine.ready else "loading"
     if engine.backing_off:
