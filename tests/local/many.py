@@ -169,9 +169,7 @@ class DeviceWatch:
                 continue
             pid = int(entry)
             live.add(pid)
-            if pid not in self._known:
-                self._known[pid] = self._classify(pid)
-            holder = self._known[pid]
+            holder = self._known[pid] if pid in self._known else self._classify(pid)
             if holder is not None and _alive(pid):
                 holders.append(holder)
         for gone in set(self._known) - live:
@@ -179,6 +177,9 @@ class DeviceWatch:
         return holders
 
     def _classify(self, pid: int) -> Holder | None:
+        """What `pid` holds. Known for good once it holds devices or is not ours; one of ours
+        without devices is read again next time (a child between fork and exec still has local
+        mode's environment)."""
         try:
             environ = Path(f"/proc/{pid}/environ").read_bytes().split(b"\0")
             stat = Path(f"/proc/{pid}/stat").read_bytes().rsplit(b")", 1)[1].split()
@@ -186,10 +187,15 @@ class DeviceWatch:
         except OSError:
             return None
         values = dict(item.split(b"=", 1) for item in environ if b"=" in item)
-        if values.get(MARK.encode()) != self.mark.encode() or VISIBLE.encode() not in values:
+        if values.get(MARK.encode()) != self.mark.encode():
+            self._known[pid] = None
+            return None
+        if VISIBLE.encode() not in values:
             return None
         devices = tuple(values[VISIBLE.encode()].decode().split(","))
-        return Holder(pid, int(stat[2]), devices, cmdline.decode(errors="replace"))
+        holder = Holder(pid, int(stat[2]), devices, cmdline.decode(errors="replace"))
+        self._known[pid] = holder
+        return holder
 
 
 def _alive(pid: int) -> bool:

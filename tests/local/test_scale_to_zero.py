@@ -32,7 +32,7 @@ from .support import (
 )
 
 CHAT = {"model": "svc", "messages": [{"role": "user", "content": "hi"}]}
-HELD = re.compile(r": noctaya: (starting|loading \d+s)")
+HELD = re.compile(r": noctaya: (starting|loading \d+s|ready)")
 """The gateway's heartbeats while the engine starts, as local mode's endpoint words them."""
 STUB_LISTENING = re.compile(r"\[svc engine\] .*engine stub .* listening on")
 
