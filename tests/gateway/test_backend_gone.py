@@ -176,3 +176,23 @@ async def test_a_probe_that_hangs_does_not_hold_back_the_next(
         assert await response.read() == ANSWER
     assert time.monotonic() - started < 1.0
     assert backend.connections >= 2
+
+
+async def test_a_request_that_finds_the_answer_expired_does_not_wait_out_a_probe_that_hangs(
+    start_gateway: StartGateway, http: aiohttp.ClientSession
+) -> None:
+    """A request arriving right after a wake, when no answer is cached, asks for a probe; if
+    that one hangs (its SYN lost while kube-proxy rewrites the Service's rules), another on a
+    new connection answers, and the request goes to the ready backend within a fraction of
+    the probe's 2 s timeout, never counted as a cold wait."""
+    backend = Backend(hang_first=True)
+    await backend.start()
+    gateway = await start_gateway(backend.url, readiness_timeout=2.0, held_readiness_interval=0.05)
+    started = time.monotonic()
+    async with http.post(f"{gateway.url}/v1/chat/completions", json=CHAT) as response:
+        assert response.status == 200
+        assert await response.read() == ANSWER
+    assert time.monotonic() - started < 1.0
+    assert backend.connections >= 2
+    text = await gateway.metrics(http)
+    assert metric(text, "noctaya_gateway_activation_wait_seconds_count") == 0

@@ -78,6 +78,7 @@ class GatewayApp:
             path=config.backend_readiness_path,
             interval=config.readiness_interval,
             timeout=config.readiness_timeout,
+            retry=config.held_readiness_interval,
         )
         self.activation = ActivationWatcher(self.demand, self.readiness, config.readiness_interval)
         self._cold = ColdStart(config, self.readiness, self.activation, self.metrics, self._forward)

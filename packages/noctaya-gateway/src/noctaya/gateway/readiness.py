@@ -10,7 +10,9 @@ how soon they learn of readiness is how much the gateway adds to their first tok
 probe does not wait behind one that hangs: a connection opened while kube-proxy rewrites the
 Service's rules can lose its SYN to a route that is gone a moment later, and TCP retries it on
 that same route until the probe times out (2 s). A newer probe, on a new connection, takes
-the new route; the newest answer wins, whatever order they end in.
+the new route; the newest answer wins, whatever order they end in. A request that finds the
+cached answer expired waits for a probe the same way (`ready`): right after a wake, when
+those rules change, it would otherwise wait out the one probe it found.
 
 A backend found not ready leaves no idle connection in the pool: those lead to a backend that
 has gone (a pod scaled away), and the first request after the next wake must take the
@@ -42,11 +44,13 @@ class ReadinessProbe:
         path: str = "/health",
         interval: float = 0.5,
         timeout: float = 2.0,
+        retry: float = 0.05,
         clock: Clock = time.monotonic,
     ) -> None:
         self._pool = pool
         self._target = pool.path_prefix + path.encode("ascii")
         self._interval = interval
+        self._retry = retry
         self._timeout = timeout
         self._clock = clock
         self._ready = False
@@ -67,13 +71,26 @@ class ReadinessProbe:
         self._probed_at = float("-inf")
 
     async def ready(self) -> bool:
-        """The cached answer while it lasts, else the answer of the probe in flight (one
-        started if none is)."""
-        if self._clock() < self._probed_at + self._interval:
+        """The cached answer while it lasts, else the first answer to come from then on: from
+        the probe in flight (one started if none is), or from another started every `retry`
+        seconds while none answers."""
+        asked = self._clock()
+        if asked < self._probed_at + self._interval:
             return self._ready
-        probe = self._newest if self._newest is not None else self._start()
-        # Shielded: one caller giving up must not cancel the probe the others wait for.
-        return await asyncio.shield(probe)
+        if self._newest is None:
+            self._start()
+        while True:
+            # Not cancelled when this caller gives up: the other callers wait for the same probes.
+            done, _ = await asyncio.wait(
+                set(self._probes), timeout=self._retry, return_when=asyncio.FIRST_COMPLETED
+            )
+            if self._probed_at >= asked:
+                return self._ready
+            for probe in done:
+                probe.result()  # a probe that failed otherwise than by an answer fails its callers
+            self.refresh(self._retry)
+            if not self._probes:
+                self._start()
 
     def refresh(self, max_age: float) -> None:
         """Have an answer younger than `max_age` come: a probe is started unless the cached
