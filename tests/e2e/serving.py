@@ -412,21 +412,24 @@ def diagnostics(api_client: k8s_client.ApiClient, namespace: str) -> str:
         f"{e.involved_object.kind}/{e.involved_object.name} {e.type} {e.reason}: {e.message}"
         for e in events
     ]
+    # The serving path's logs first: a long report is cut from its end.
     for where, selector in (
-        (DEFAULT_NAMESPACE, "app.kubernetes.io/component=operator"),
         (namespace, "serving.noctaya.io/gateway"),
         (namespace, "serving.noctaya.io/scaler"),
+        (DEFAULT_NAMESPACE, "app.kubernetes.io/component=operator"),
         ("keda", "app=keda-operator"),
     ):
         for pod in core.list_namespaced_pod(where, label_selector=selector).items:
-            lines.append(f"---- {where}/{pod.metadata.name} log")
-            try:
-                log = core.read_namespaced_pod_log(
-                    pod.metadata.name, where, tail_lines=_LOG_LINES, container=None
-                )
-            except k8s_client.ApiException as error:
-                log = f"(no log: {error.reason})"
-            lines.append(log)
+            restarts = sum(c.restart_count for c in pod.status.container_statuses or [])
+            lines.append(f"---- {where}/{pod.metadata.name} log ({restarts} restarts)")
+            for previous in (True, False) if restarts else (False,):
+                try:
+                    log = core.read_namespaced_pod_log(
+                        pod.metadata.name, where, tail_lines=_LOG_LINES, previous=previous
+                    )
+                except k8s_client.ApiException as error:
+                    log = f"(no log: {error.reason})"
+                lines.append(f"(the container before its restart)\n{log}" if previous else log)
     return "\n".join(lines)
 
 
