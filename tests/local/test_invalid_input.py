@@ -10,6 +10,7 @@ from typing import Any
 import pytest
 import yaml
 from noctaya.core.api import LLMService
+from noctaya.core.plugins import VendorRegistry
 from noctaya.gateway.local.cli import main
 from noctaya.gateway.local.errors import LocalConfigError
 from noctaya.gateway.local.manifest import validate_document
@@ -201,6 +202,37 @@ def test_vendor_selection_follows_the_operator_rules(
     service["spec"]["runtime"] = {"selector": {"vendor": ["ascend"]}}
     error = run(tmp_path, capsys, runtime_doc(PORT), service)
     assert "spec.runtime.selector: no InferenceRuntime matches vendors [ascend]" in error
+
+
+@pytest.mark.parametrize(
+    ("value", "message"),
+    [
+        ("0,0", '"0,0" names a device twice'),
+        ("nvidia=", '"" is not a device id'),
+        ("Nvidia=0", '"Nvidia" is not a vendor name'),
+    ],
+)
+def test_a_devices_value_that_names_no_devices_is_a_usage_error(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], value: str, message: str
+) -> None:
+    manifest = write_manifest(tmp_path / "svc.yaml", runtime_doc(PORT), service_doc())
+    with pytest.raises(SystemExit) as exited:
+        main([str(manifest), "--devices", value])
+    assert exited.value.code == 2
+    assert f"noctaya-local: error: --devices: {message}" in capsys.readouterr().err
+
+
+def test_devices_for_a_vendor_no_plugin_provides_are_refused(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """A misspelt vendor, taken as given, would leave the real vendor's engines unbudgeted."""
+    manifest = write_manifest(tmp_path / "svc.yaml", runtime_doc(PORT), service_doc())
+    assert main([str(manifest), "--devices", "nvdia=0"]) == 2
+    installed = " ".join(VendorRegistry.discover().vendors)
+    assert capsys.readouterr().err == (
+        'noctaya-local: --devices nvdia=0: no vendor plugin "nvdia" is installed; '
+        f"installed vendors: [{installed}]\n"
+    )
 
 
 def run_command(manifest: Path) -> tuple[str, float]:

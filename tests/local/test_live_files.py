@@ -74,6 +74,12 @@ def test_a_changed_file_restarts_its_service_and_a_bad_edit_changes_nothing(
     refused = local.wait_for(log_lines.EDIT_REFUSED_RE)
     assert refused["file"] == str(a)
     assert "invalid YAML" in refused.string
+    lines = len(local.lines)
+    a.write_text(good.replace("heartbeatInterval: 200ms", "heartbeatInterval: 0s"), "utf-8")
+    refused = local.wait_for(log_lines.EDIT_REFUSED_RE, after=lines)
+    assert "spec.endpoint.coldStart.heartbeatInterval: heartbeatInterval must be greater" in (
+        refused.string
+    )
     duplicate = tmp_path / "copy.yaml"
     duplicate.write_text(good.replace("stub-a", "stub-copy"), encoding="utf-8")
     refused = local.wait_for(re.compile(r"copy\.yaml: refused, .*metadata\.name is also the name"))

@@ -67,6 +67,14 @@ class MachineDevices:
     tool runs once), and logged once local mode serves such a service (`announce`)."""
 
     def __init__(self, flags: Sequence[DeviceFlag], vendors: VendorRegistry) -> None:
+        for flag in flags:
+            if flag.vendor is not None and flag.vendor not in vendors.vendors:
+                # A misspelt vendor would leave the real one's engines unbudgeted, all at once
+                # on its devices.
+                raise LocalConfigError(
+                    f"{FLAG} {flag.text}: no vendor plugin {go_quote(flag.vendor)} is installed; "
+                    f"installed vendors: [{' '.join(vendors.vendors)}]"
+                )
         self._flags = {flag.vendor: flag for flag in flags}  # the last value of a vendor wins
         self._vendors = vendors
         self._pools: dict[str, DevicePool | None] = {}
