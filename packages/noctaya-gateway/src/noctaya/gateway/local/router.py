@@ -26,41 +26,30 @@ import time
 from collections.abc import Awaitable, Callable
 from typing import Any
 
-from noctaya.gateway.auth import ApiKeyAuth, AuthResult
-from noctaya.gateway.client import BodyTooLarge, ClientChannel, ClientGone, declared_length
+from noctaya.gateway.auth import ApiKeyAuth
+from noctaya.gateway.client import BodyTooLarge, ClientChannel, ClientGone
+from noctaya.gateway.client_endpoint import ClientEndpoint
 from noctaya.gateway.config import (
     DEFAULT_CLIENT_SEND_TIMEOUT,
     DEFAULT_MAX_REQUEST_BODY,
     DEFAULT_REQUEST_BODY_TIMEOUT,
 )
-from noctaya.gateway.exchange import open_exchange
 from noctaya.gateway.exposition import CONTENT_TYPE
-from noctaya.gateway.lifespan import serve_lifespan
 from noctaya.gateway.local.heartbeats import PhaseStream
 from noctaya.gateway.local.routes import Route, RouteTable
 from noctaya.gateway.local.service_view import ServiceView, phase, view
 from noctaya.gateway.metrics import GatewayMetrics
 from noctaya.gateway.model_list import model_list_target
 from noctaya.gateway.proxy import Upstream, UpstreamUnavailable
-from noctaya.gateway.request_target import origin_form
 from noctaya.gateway.responses import (
-    AUTHENTICATION_UNAVAILABLE,
     BODY_TOO_LARGE,
     JSON,
-    METHOD_NOT_ALLOWED,
-    REQUEST_TIMEOUT,
-    UNAUTHORIZED,
-    WEBSOCKET_UNSUPPORTED,
     GatewayError,
-    Receive,
     Send,
-    closing,
     is_openai_path,
-    send_bad_request,
     send_body,
     send_error,
 )
-from noctaya.gateway.send_timeout import ClientStalled
 
 GATEWAY_WAIT = 30.0
 """How long a request waits for its service's gateway to serve (it starts, or restarts after a
@@ -70,7 +59,7 @@ _SHOWN = 256
 Metrics = Callable[[], Awaitable[str]]
 
 
-class LocalEndpoint:
+class LocalEndpoint(ClientEndpoint):
     """The ASGI app of the shared endpoint (`service` None) or of one service's own."""
 
     def __init__(
@@ -84,7 +73,10 @@ class LocalEndpoint:
         self._routes = routes
         self._metrics = metrics
         self._service = service
-        self._auth = ApiKeyAuth(api_key_file) if api_key_file else None
+        self.max_body = DEFAULT_MAX_REQUEST_BODY
+        self.body_timeout = DEFAULT_REQUEST_BODY_TIMEOUT.seconds
+        self.send_timeout = DEFAULT_CLIENT_SEND_TIMEOUT.seconds
+        self.auth = ApiKeyAuth(api_key_file) if api_key_file else None
         self._streams: set[PhaseStream] = set()
         self._announcing: set[asyncio.Task[None]] = set()
         self._upstream_metrics = GatewayMetrics()  # counted by the gateways; not served here
@@ -97,48 +89,22 @@ class LocalEndpoint:
                 self._announcing.add(task)
                 task.add_done_callback(self._announcing.discard)
 
-    async def __call__(self, scope: dict[str, Any], receive: Receive, send: Send) -> None:
-        kind = scope["type"]
-        if kind == "lifespan":
-            await serve_lifespan(receive, send)
-            return
-        if kind == "websocket":
-            await send_error(send, WEBSOCKET_UNSUPPORTED, is_openai_path(scope["path"]), kind)
-            return
-        if kind != "http":
-            return
-        channel, send, deadline, http1 = open_exchange(
-            scope, receive, send, DEFAULT_MAX_REQUEST_BODY, DEFAULT_CLIENT_SEND_TIMEOUT.seconds
-        )
-        origin = origin_form(scope)
-        try:
-            if scope["method"] == "CONNECT":
-                await send_error(send, METHOD_NOT_ALLOWED, is_openai_path(scope["path"]))
-            elif origin is None:
-                await send_bad_request(send, close=http1)
-            else:
-                await self._answer(origin, channel, send, http1)
-        except ClientStalled:
-            return  # the server ends the response unfinished: HTTP/1.1 closes, HTTP/2 resets
-        finally:
-            channel.finish()
-            deadline.close()
-
-    async def _answer(
+    def answer(
         self, scope: dict[str, Any], channel: ClientChannel, send: Send, http1: bool
-    ) -> None:
+    ) -> Awaitable[None]:
         path = scope["path"]
         if path == "/healthz":
-            await send_body(send, 200, b"", b"")
-        elif path == "/metrics":
-            await send_body(send, 200, CONTENT_TYPE.encode(), (await self._metrics()).encode())
-        elif path == "/noctaya/status":
-            await send_body(send, 200, JSON, _json({"services": self._views()}))
-        elif (target := model_list_target(scope)) is not None:
-            if await self._authorized(scope, send):
-                await self._model_list(target, send)
-        else:
-            await self._route(scope, channel, send, http1)
+            return send_body(send, 200, b"", b"")
+        if path == "/metrics":
+            return self._send_metrics(send)
+        if path == "/noctaya/status":
+            return send_body(send, 200, JSON, _json({"services": self._views()}))
+        if (target := model_list_target(scope)) is not None:
+            return self._model_list(scope, target, send)
+        return self._route(scope, channel, send, http1)
+
+    async def _send_metrics(self, send: Send) -> None:
+        await send_body(send, 200, CONTENT_TYPE.encode(), (await self._metrics()).encode())
 
     def _served(self) -> list[Route]:
         if self._service is None:
@@ -150,21 +116,10 @@ class LocalEndpoint:
         now = time.monotonic()
         return [_view_json(view(route, now)) for route in self._served()]
 
-    async def _authorized(self, scope: dict[str, Any], send: Send) -> bool:
-        """With `--api-key-file`, what the endpoint answers itself needs the key too."""
-        if self._auth is None:
-            return True
-        authorization = next(
-            (value for name, value in scope["headers"] if name == b"authorization"), None
-        )
-        result = self._auth.check(authorization)
-        if result is AuthResult.OK:
-            return True
-        error = UNAUTHORIZED if result is AuthResult.UNAUTHORIZED else AUTHENTICATION_UNAVAILABLE
-        await send_error(send, error, True)
-        return False
-
-    async def _model_list(self, target: str, send: Send) -> None:
+    async def _model_list(self, scope: dict[str, Any], target: str, send: Send) -> None:
+        """What the endpoint answers itself needs the key too, with `--api-key-file`."""
+        if not await self.authorized(scope, send, True):
+            return
         now = time.monotonic()
         models = [
             _model_json(name, route, view(route, now))
@@ -184,25 +139,13 @@ class LocalEndpoint:
         self, scope: dict[str, Any], channel: ClientChannel, send: Send, http1: bool
     ) -> None:
         openai = is_openai_path(scope["path"])
-        if declared_length(scope) > DEFAULT_MAX_REQUEST_BODY:
-            await send_error(send, BODY_TOO_LARGE, openai)
-            return
-        try:
-            async with asyncio.timeout(DEFAULT_REQUEST_BODY_TIMEOUT.seconds):
-                body = await channel.read_all()
-        except BodyTooLarge:
-            await send_error(send, BODY_TOO_LARGE, openai)
-            return
-        except ClientGone:
-            return
-        except TimeoutError:
-            # The rest of the body is not worth waiting for on this connection either.
-            await send_error(closing(send) if http1 else send, REQUEST_TIMEOUT, openai)
+        body = await self.read_body(scope, channel, send, openai, http1)
+        if body is None:
             return
         channel.watch()
         route, body, error = self._choose(body)
         if route is None:
-            if error is not None and await self._authorized(scope, send):
+            if error is not None and await self.authorized(scope, send, True):
                 await send_error(send, error, openai)
             return
         await self._forward(route, scope, channel, body, send, openai)
