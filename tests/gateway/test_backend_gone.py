@@ -29,7 +29,7 @@ class Backend:
     port: int = 0
     ready: bool = True
     close_after_health: bool = False  # answers /health with `Connection: close`, then goes
-    hang_first: bool = False  # the first connection is read but never answered
+    hanging: int = 0  # the first connections, read but never answered
     connections: int = 0
     server: asyncio.Server | None = None
     writers: list[asyncio.StreamWriter] = field(default_factory=list)
@@ -54,7 +54,7 @@ class Backend:
     async def _serve(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
         self.connections += 1
         self.writers.append(writer)
-        if self.hang_first and self.connections == 1:
+        if self.connections <= self.hanging:
             with contextlib.suppress(ConnectionError):
                 await reader.read()  # silent until the gateway gives up on it
             return
@@ -163,7 +163,7 @@ async def test_a_probe_that_hangs_does_not_hold_back_the_next(
     """While requests wait, a probe that gets no answer (its SYN lost to a route kube-proxy
     just removed, retried by TCP on that same route) does not make them wait out its 2 s
     timeout: the next poll probes again on a new connection."""
-    backend = Backend(hang_first=True)
+    backend = Backend(hanging=1)
     await backend.start()
     backend.scale_away()  # cold: connections refused
     gateway = await start_gateway(backend.url, readiness_timeout=2.0, held_readiness_interval=0.05)
@@ -185,7 +185,7 @@ async def test_a_request_that_finds_the_answer_expired_does_not_wait_out_a_probe
     that one hangs (its SYN lost while kube-proxy rewrites the Service's rules), another on a
     new connection answers, and the request goes to the ready backend within a fraction of
     the probe's 2 s timeout, never counted as a cold wait."""
-    backend = Backend(hang_first=True)
+    backend = Backend(hanging=1)
     await backend.start()
     gateway = await start_gateway(backend.url, readiness_timeout=2.0, held_readiness_interval=0.05)
     started = time.monotonic()
@@ -196,3 +196,24 @@ async def test_a_request_that_finds_the_answer_expired_does_not_wait_out_a_probe
     assert backend.connections >= 2
     text = await gateway.metrics(http)
     assert metric(text, "noctaya_gateway_activation_wait_seconds_count") == 0
+
+
+async def test_probes_that_hang_one_after_another_do_not_stop_the_polls(
+    start_gateway: StartGateway, http: aiohttp.ClientSession
+) -> None:
+    """While kube-proxy rewrites the Service's rules every SYN may be lost for a while, each
+    probe then waiting for its connection's next attempt: the polls go on probing on new
+    connections meanwhile, and the first to be answered ends the wait."""
+    backend = Backend(hanging=6)
+    await backend.start()
+    backend.scale_away()
+    gateway = await start_gateway(backend.url, readiness_timeout=2.0, held_readiness_interval=0.05)
+    request = asyncio.ensure_future(http.post(f"{gateway.url}/v1/chat/completions", json=CHAT))
+    await eventually(lambda: gateway.pending == 1, what="the request to be held")
+    await backend.start()
+    started = time.monotonic()
+    async with await request as response:
+        assert response.status == 200
+        assert await response.read() == ANSWER
+    assert time.monotonic() - started < 1.0
+    assert backend.connections >= 7

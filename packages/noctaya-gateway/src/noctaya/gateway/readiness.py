@@ -23,17 +23,22 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import math
 import time
 from collections.abc import Callable
 from typing import TYPE_CHECKING
 
 from noctaya.gateway.upstream import UpstreamError, UpstreamPool
+from noctaya.gateway.upstream.pool import SYN_ANSWER_SECONDS
 
 if TYPE_CHECKING:  # only an annotation: the gateway imports no more of the core for it
     from noctaya.core.ports import Clock
 
-MAX_PROBES = 4
-"""Probes in flight at once, at most: `refresh` starts no more while that many hang."""
+MIN_PROBES = 4
+"""Probes that may hang at once, at least. As many are allowed as start, one per `retry`,
+within the time a connection waits for its SYN to be answered (`SYN_ANSWER_SECONDS`): while
+kube-proxy rewrites the Service's rules, every SYN may be lost for a while, and each poll must
+still try a new socket."""
 
 
 class ReadinessProbe:
@@ -51,6 +56,7 @@ class ReadinessProbe:
         self._target = pool.path_prefix + path.encode("ascii")
         self._interval = interval
         self._retry = retry
+        self._max_probes = max(MIN_PROBES, math.ceil(SYN_ANSWER_SECONDS / retry) + 1)
         self._timeout = timeout
         self._clock = clock
         self._ready = False
@@ -94,13 +100,13 @@ class ReadinessProbe:
 
     def refresh(self, max_age: float) -> None:
         """Have an answer younger than `max_age` come: a probe is started unless the cached
-        answer, or the newest probe in flight, is younger (or `MAX_PROBES` are in flight)."""
+        answer, or the newest probe in flight, is younger (or as many as allowed are in flight)."""
         now = self._clock()
         if now - self._probed_at < max_age:
             return
         newest = self._newest
         if newest is not None and (
-            now - self._probes[newest] < max_age or len(self._probes) >= MAX_PROBES
+            now - self._probes[newest] < max_age or len(self._probes) >= self._max_probes
         ):
             return
         self._start()
