@@ -51,6 +51,15 @@ def test_rendered_args_parse_and_validate_with_the_operator_parser(
     assert flags.max_concurrent_reconciles == 8
     assert flags.health_probe_bind_address == ":8081"
     assert not flags.metrics_enabled
+    assert flags.plain_http_registries == ()
+
+
+def test_plain_http_registries_reach_the_operator_one_flag_each(helm: Helm) -> None:
+    registries = ["registry.ai.svc:5000", "10.0.0.7:5000"]
+    values = {"fetch": {"plainHTTPRegistries": registries}}
+    flags = parse_flags(manager_container(helm.render(values))["args"])
+    validate(flags)
+    assert flags.plain_http_registries == tuple(registries)
 
 
 def test_the_installed_operator_command_accepts_the_rendered_args(

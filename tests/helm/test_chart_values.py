@@ -223,6 +223,10 @@ EFFECTS: dict[str, tuple[dict[str, Any], Check]] = {
         metrics_on(serviceMonitor={"enabled": True, "labels": {"release": "prom"}}),
         lambda o: monitor(o)["metadata"]["labels"]["release"] == "prom",
     ),
+    "fetch.plainHTTPRegistries": (
+        {"fetch": {"plainHTTPRegistries": ["registry.ai.svc:5000", "10.0.0.7"]}},
+        lambda o: flags(o).plain_http_registries == ("registry.ai.svc:5000", "10.0.0.7"),
+    ),
     "gateway.replicas": (
         {"gateway": {"replicas": 3}},
         lambda o: flags(o).gateway_replicas == 3,

@@ -22,6 +22,7 @@ from noctaya.core.observation import (
     MODEL_LOADING,
     ServiceObservation,
 )
+from noctaya.core.plan.planner import PlanSettings
 from noctaya.core.plan.serving import ServingPlan
 from noctaya.core.plugins import VendorRegistry
 from noctaya.core.ports import WorkloadOrchestrator
@@ -223,8 +224,7 @@ def test_local_mode_and_the_operator_plan_the_example_alike() -> None:
     operator = ServicePlanner(
         CachedReader({kinds.INFERENCE_RUNTIME: runtimes}),
         VendorRegistry.discover(),
-        gateway_image="ghcr.io/noctaya/noctaya:test",
-        gateway_replicas=1,
+        PlanSettings("ghcr.io/noctaya/noctaya:test", gateway_replicas=1),
     )
     (service,) = read_manifest(EXAMPLE).services
     cluster = operator.plan(service)

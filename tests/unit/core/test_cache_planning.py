@@ -242,6 +242,18 @@ def test_oci_registry_credentials_come_from_a_mounted_file() -> None:
     assert "registry-creds" not in job.command
 
 
+def test_a_plain_http_registry_is_reached_without_tls_and_only_for_oci() -> None:
+    model = resolve_model(OCI_URI)
+    assert model.oci_registry == "ghcr.io"
+    job = plan_prewarm(cache(model=model), model, IMAGE, plain_http=True)
+    assert job is not None
+    assert job.command == ("noctaya-fetch", OCI_URI, "--cache", "/cache", "--plain-http")
+    hub = resolve_model("hf://Qwen/Qwen3-8B")
+    hub_job = plan_prewarm(cache("SharedPVC", prewarm=True, model=hub), hub, IMAGE, plain_http=True)
+    assert hub_job is not None
+    assert "--plain-http" not in hub_job.command
+
+
 def test_a_hub_token_reaches_the_job_from_its_secret_never_in_the_command() -> None:
     model = resolve_model("hf://Org/Gated", secret_ref_name="hub-token")
     job = prewarm(cache(model=model, prewarm=True), model)

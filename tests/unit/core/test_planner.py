@@ -157,3 +157,18 @@ def test_a_model_the_platform_delivered_itself_is_templated_from_where_it_lies()
 
     assert plan.backend.args == ("--model=/home/me/models/qwen",)
     assert plan.model.path == "/home/me/models/qwen"
+
+
+def test_the_platforms_plain_http_registries_reach_only_their_staging_jobs() -> None:
+    digest = "sha256:" + "ab" * 32
+    settings = PlanSettings("gw:1", plain_http_registries=frozenset({"registry.ai.svc:5000"}))
+    plans = ServicePlanner(Catalog([runtime("a")]), VendorRegistry([Gpus()]), settings)
+    for registry, plain in (("registry.ai.svc:5000", True), ("registry.ai.svc", False)):
+        changes = {
+            "runtime": {"name": "a"},
+            "model": {"source": {"uri": f"oci://{registry}/models/tiny@{digest}"}},
+            "cache": {"strategy": "HostPath"},
+        }
+        prewarm = plans.plan(parse_llmservice(llmservice("svc", changes))).prewarm
+        assert prewarm is not None
+        assert ("--plain-http" in prewarm.command) is plain, registry

@@ -42,6 +42,7 @@ def test_defaults_are_the_documented_defaults() -> None:
         gateway_image=DEFAULT_GATEWAY_IMAGE,
         gateway_replicas=1,
         fetch_image=DEFAULT_GATEWAY_IMAGE,
+        plain_http_registries=(),
         max_concurrent_reconciles=8,
         kubeconfig=None,
         zap_devel=False,
@@ -168,6 +169,15 @@ def test_the_fetch_image_follows_the_gateway_image_unless_named() -> None:
 
 def test_a_blank_fetch_image_is_refused() -> None:
     assert _refused(["--fetch-image= "]) == "fetch image must not be empty"
+
+
+def test_plain_http_registries_are_repeated_and_must_be_registry_hosts() -> None:
+    argv = ["--plain-http-registry=registry.ai.svc:5000", "--plain-http-registry=10.0.0.7"]
+    assert parse_flags(argv).plain_http_registries == ("registry.ai.svc:5000", "10.0.0.7")
+    assert _refused(["--plain-http-registry=http://registry:5000"]) == (
+        "plain HTTP registry 'http://registry:5000': expected a registry host, optionally "
+        "with :port, as it appears in oci:// model URIs"
+    )
 
 
 @pytest.mark.parametrize(

@@ -6,6 +6,7 @@ from __future__ import annotations
 from typing import Any
 
 from noctaya.core.api import read_llmservice
+from noctaya.core.plan.planner import PlanSettings
 from noctaya.core.plugins import VendorRegistry
 from noctaya.k8s import kinds
 from noctaya.k8s.planning import ServicePlanner
@@ -22,7 +23,7 @@ def stored_runtime(store: Store, version: str, priority: int) -> None:
 
 def planner_over(store: Store) -> ServicePlanner:
     reader = CachedReader({kinds.INFERENCE_RUNTIME: store})
-    return ServicePlanner(reader, VendorRegistry([]), gateway_image="gw", gateway_replicas=1)
+    return ServicePlanner(reader, VendorRegistry([]), PlanSettings("gw"))
 
 
 def test_an_unchanged_runtime_is_decoded_once_for_every_service_using_it() -> None:

@@ -171,12 +171,15 @@ def plan_prewarm(
     model: ResolvedModel,
     image: str,
     serving_env: Iterable[Env] = (),
+    *,
+    plain_http: bool = False,
 ) -> PrewarmPlan | None:
     """The prewarm / staging Job, if one is needed; OCI without a cache is a `Prewarm` error.
 
     Mounted (`pvc://`) weights never need one; OCI artifacts always do; hub models only when
     `cache.prewarm` asks for it and there is a persistent cache to fill. `serving_env` is the
-    serving container's env, whose hub-steering entries the Job gets too.
+    serving container's env, whose hub-steering entries the Job gets too. `plain_http`: the
+    OCI registry is reached without TLS.
     """
     oci = model.kind is SourceKind.OCI
     if model.kind is SourceKind.PVC or not (cache.prewarm or oci):
@@ -193,7 +196,7 @@ def plan_prewarm(
         env=(*PREWARM_ENV, *model.env),
         runtime_env=hub_steering_env(serving_env, model),
         token_env=model.token_env,
-        command=fetch_command(model, cache),
+        command=fetch_command(model, cache, plain_http=plain_http),
         registry_secret_name=model.oci_secret_name if oci else None,
         pod_security=fetcher_security(cache.volume),
     )
@@ -229,7 +232,9 @@ def fetch_uri(model: ResolvedModel) -> str:
     return f"{model.kind.value}://{model.path}"
 
 
-def fetch_command(model: ResolvedModel, cache: CachePlan) -> tuple[str, ...]:
+def fetch_command(
+    model: ResolvedModel, cache: CachePlan, *, plain_http: bool = False
+) -> tuple[str, ...]:
     """`noctaya-fetch` into `/cache`; credentials travel in a mounted file, never in arguments.
 
     The fetcher writes an OCI artifact's own marker itself; a hub model on a shared cache also
@@ -238,6 +243,8 @@ def fetch_command(model: ResolvedModel, cache: CachePlan) -> tuple[str, ...]:
     command: tuple[str, ...] = (FETCH_COMMAND, fetch_uri(model), "--cache", CACHE_MOUNT_PATH)
     if model.kind is SourceKind.OCI and model.oci_secret_name:
         command += ("--registry-config", f"{REGISTRY_AUTH_DIR}/{REGISTRY_AUTH_FILE}")
+    if model.kind is SourceKind.OCI and plain_http:
+        command += ("--plain-http",)
     if cache.readiness_marker and cache.readiness_marker != model.ready_path:
         command += ("--ready-marker", cache.readiness_marker)
     return command

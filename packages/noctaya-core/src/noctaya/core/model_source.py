@@ -35,11 +35,17 @@ SECRET_REF_SCHEMES = frozenset({"oci", "hf", "huggingface", "modelscope"})
 """The sources a `secretRef` gives credentials to: a registry's, or a hub's token."""
 _DNS1123_SUBDOMAIN = re.compile(r"[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*")
 _DNS1123_SUBDOMAIN_MAX = 253
+_OCI_REGISTRY = r"[a-z0-9](?:[a-z0-9.-]*[a-z0-9])?(?::[0-9]+)?"
 _OCI_REFERENCE = re.compile(
-    r"(?P<registry>[a-z0-9](?:[a-z0-9.-]*[a-z0-9])?(?::[0-9]+)?)"
+    rf"(?P<registry>{_OCI_REGISTRY})"
     r"/(?P<repository>[a-z0-9]+(?:[._/-][a-z0-9]+)*)"
     r"@sha256:(?P<digest>[a-f0-9]{64})"
 )
+
+
+def is_oci_registry(text: str) -> bool:
+    """`host[:port]` as the registry of an `oci://` URI is spelled."""
+    return re.fullmatch(_OCI_REGISTRY, text) is not None
 
 
 class SourceKind(StrEnum):
@@ -95,6 +101,11 @@ class ResolvedModel:
     """A hub source's access token, from its `secretRef`, for the prewarm Job and the engine."""
     ready_path: str | None = None
     """The marker file whose presence means the promoted OCI artifact is complete."""
+
+    @property
+    def oci_registry(self) -> str | None:
+        """The OCI reference's registry, `host[:port]`."""
+        return self.oci_reference.partition("/")[0] if self.oci_reference else None
 
     @property
     def delivery(self) -> Delivery:

@@ -23,6 +23,7 @@ from noctaya.core.api.yaml_documents import ManifestYAMLError, read_documents
 from noctaya.core.errors import NoctayaError
 from noctaya.core.ineffective_settings import ineffective_settings
 from noctaya.core.plan.gateway import GatewayDefaults
+from noctaya.core.plan.planner import PlanSettings
 from noctaya.core.plugins import VendorRegistry
 from noctaya.core.runtime_selection import pinned_runtime_name
 from noctaya.k8s import kinds
@@ -107,9 +108,9 @@ def render_files(
     planner = ServicePlanner(
         _ManifestReader(runtimes),
         vendors,
-        gateway_image=gateway_image,
-        gateway_replicas=gateway_replicas,
-        gateway_defaults=gateway_defaults,
+        PlanSettings(
+            gateway_image, gateway_replicas, gateway_defaults=gateway_defaults or GatewayDefaults()
+        ),
     )
     for where, service in services.values():
         runtime = None

@@ -16,7 +16,6 @@ from kubernetes.client.exceptions import ApiException
 from noctaya.core.api import InferenceRuntime, read_inferenceruntime
 from noctaya.core.errors import NoctayaError
 from noctaya.core.plan import planner
-from noctaya.core.plan.gateway import GatewayDefaults
 from noctaya.core.plan.planner import PlanSettings
 from noctaya.core.plugins import VendorRegistry
 from noctaya.core.runtime_selection import RuntimeCandidate, runtime_lookup_error
@@ -94,19 +93,9 @@ class ServicePlanner(planner.ServicePlanner):
         self,
         reader: Reader,
         vendors: VendorRegistry,
-        *,
-        gateway_image: str,
-        gateway_replicas: int,
-        fetch_image: str | None = None,
-        gateway_defaults: GatewayDefaults | None = None,
+        settings: PlanSettings,
     ) -> None:
-        super().__init__(
-            ClusterRuntimes(reader),
-            vendors,
-            PlanSettings(
-                gateway_image, gateway_replicas, fetch_image, gateway_defaults or GatewayDefaults()
-            ),
-        )
+        super().__init__(ClusterRuntimes(reader), vendors, settings)
 
 
 def _parse_runtime(obj: KubeObject) -> InferenceRuntime:

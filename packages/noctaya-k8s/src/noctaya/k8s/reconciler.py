@@ -52,14 +52,7 @@ class LLMServiceReconciler:
         self._applier = Applier(resolver, self._reader)
         self._status = StatusWriter(resolver)
         self._events = EventRecorder(resolver)
-        self._planner = ServicePlanner(
-            self._reader,
-            vendors,
-            gateway_image=settings.gateway_image,
-            gateway_replicas=settings.gateway_replicas,
-            fetch_image=settings.fetch_image,
-            gateway_defaults=settings.gateway_defaults,
-        )
+        self._planner = ServicePlanner(self._reader, vendors, settings)
         self._now = now
 
     def reconcile(self, key: tuple[str, str]) -> None:

@@ -27,6 +27,9 @@ class PlanSettings:
     fetch_image: str | None = None
     """The prewarm / staging Job's image; None: the gateway image (the main image holds both)."""
     gateway_defaults: GatewayDefaults = field(default_factory=GatewayDefaults)
+    plain_http_registries: frozenset[str] = frozenset()
+    """OCI registries (`host[:port]`) the staging Job reaches over plain HTTP, such as one
+    served inside the cluster without TLS; every other registry is reached over HTTPS."""
 
 
 class ServicePlanner:
@@ -61,4 +64,5 @@ class ServicePlanner:
             gateway_replicas=settings.gateway_replicas,
             fetch_image=settings.fetch_image,
             gateway_defaults=settings.gateway_defaults,
+            plain_http_registries=settings.plain_http_registries,
         )

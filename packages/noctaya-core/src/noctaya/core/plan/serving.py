@@ -74,8 +74,10 @@ def plan_serving(
     gateway_replicas: int,
     fetch_image: str | None = None,
     gateway_defaults: GatewayDefaults | None = None,
+    plain_http_registries: frozenset[str] = frozenset(),
 ) -> ServingPlan:
-    """`fetch_image` runs the prewarm / staging Job; by default the gateway's (the main) image."""
+    """`fetch_image` runs the prewarm / staging Job; by default the gateway's (the main) image.
+    The Job reaches the registries of `plain_http_registries` over plain HTTP."""
     identity = ServiceIdentity(service.metadata.name or "", service.metadata.namespace or "")
     spec = service.spec
     autoscaling = plan_autoscaling(spec)
@@ -106,5 +108,11 @@ def plan_serving(
         backend=backend,
         gateway=gateway,
         cache=cache,
-        prewarm=plan_prewarm(cache, model, fetch_image or gateway_image, backend.env),
+        prewarm=plan_prewarm(
+            cache,
+            model,
+            fetch_image or gateway_image,
+            backend.env,
+            plain_http=model.oci_registry in plain_http_registries,
+        ),
     )

@@ -13,6 +13,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from importlib.metadata import version
 
+from noctaya.core.model_source import is_oci_registry
 from noctaya.core.plan.gateway import GatewayDefaults, validate_gateway_replicas
 from noctaya.k8s.gateway_flags import add_gateway_default_flags, gateway_defaults
 from noctaya.k8s.runtime.health import parse_probe_address
@@ -73,6 +74,7 @@ class OperatorFlags:
     gateway_image: str
     gateway_replicas: int
     fetch_image: str
+    plain_http_registries: tuple[str, ...]
     max_concurrent_reconciles: int
     kubeconfig: str | None
     zap_devel: bool
@@ -163,6 +165,15 @@ def build_parser() -> argparse.ArgumentParser:
         "empty: the --gateway-image",
     )
     add(
+        "--plain-http-registry",
+        dest="plain_http_registries",
+        action="append",
+        default=[],
+        metavar="HOST[:PORT]",
+        help="an OCI registry the staging Jobs reach over plain HTTP, such as one served inside "
+        "the cluster without TLS (repeat for several); every other registry needs HTTPS",
+    )
+    add(
         "--gateway-replicas",
         type=go_int,
         default=1,
@@ -213,7 +224,14 @@ def parse_flags(argv: Sequence[str] | None = None) -> OperatorFlags:
     args = build_parser().parse_args(argv)
     log_format = "console" if args.log_format == "text" else args.log_format
     fetch_image = args.fetch_image or args.gateway_image
-    return OperatorFlags(**{**vars(args), "log_format": log_format, "fetch_image": fetch_image})
+    return OperatorFlags(
+        **{
+            **vars(args),
+            "log_format": log_format,
+            "fetch_image": fetch_image,
+            "plain_http_registries": tuple(args.plain_http_registries),
+        }
+    )
 
 
 def validate(flags: OperatorFlags) -> None:
@@ -233,3 +251,9 @@ def validate(flags: OperatorFlags) -> None:
     if not flags.fetch_image.strip():
         raise FlagError("fetch image must not be empty")
     flags.gateway_defaults()
+    for registry in flags.plain_http_registries:
+        if not is_oci_registry(registry):
+            raise FlagError(
+                f"plain HTTP registry {registry!r}: expected a registry host, optionally with "
+                ":port, as it appears in oci:// model URIs"
+            )

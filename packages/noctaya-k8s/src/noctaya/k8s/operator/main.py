@@ -66,7 +66,8 @@ def run(flags: OperatorFlags, api_client: k8s.ApiClient) -> int:
             flags.gateway_image,
             flags.gateway_replicas,
             flags.fetch_image,
-            flags.gateway_defaults(),
+            gateway_defaults=flags.gateway_defaults(),
+            plain_http_registries=frozenset(flags.plain_http_registries),
         ),
         ManagerOptions(
             workers=flags.max_concurrent_reconciles,
@@ -83,6 +84,7 @@ def run(flags: OperatorFlags, api_client: k8s.ApiClient) -> int:
             "version": version("noctaya-k8s"),
             "gatewayImage": flags.gateway_image,
             "fetchImage": flags.fetch_image,
+            "plainHTTPRegistries": list(flags.plain_http_registries),
             "gatewayReplicas": flags.gateway_replicas,
             "maxConcurrentReconciles": flags.max_concurrent_reconciles,
             "leaderElection": leader_election.namespace if leader_election else False,
