@@ -463,3 +463,75 @@ def test_failed_prewarm_job_stops_the_service_with_prewarm_failed(
     status = status_of("doomed", namespace)
     assert status["phase"] == "Degraded"
     assert condition_values(status) == after_autoscaling("PrewarmFailed", message)
+
+
+def test_a_failed_prewarm_job_quotes_what_its_fetcher_said_when_it_ended(
+    api_client: k8s_client.ApiClient,
+    resources: CustomResources,
+    namespace: str,
+    runtime_name: str,
+    reconciler: LLMServiceReconciler,
+    status_of: Callable[[str, str], Manifest],
+) -> None:
+    """The Job's own condition only says a rule matched; the fetcher's termination message (its
+    failure line) says what was refused. The newest pod's is quoted."""
+    resources.create(inference_runtime(runtime_name))
+    changes = {"runtime": {"name": runtime_name}, "cache": {"prewarm": True}}
+    resources.create(llmservice("refused", changes), namespace)
+    reconciler.reconcile((namespace, "refused"))
+    said = {
+        "refused-prewarm-new": (
+            "2025-01-01T00:01:30Z",
+            "noctaya-fetch: hf://x: entry '../e' leaves",
+        ),
+        "refused-prewarm-old": ("2025-01-01T00:00:30Z", "noctaya-fetch: the older attempt"),
+    }
+    for name, (ended, line) in said.items():
+        labels = {
+            "app.kubernetes.io/managed-by": "noctaya",
+            "batch.kubernetes.io/job-name": "refused-prewarm",
+        }
+        pod = {
+            "apiVersion": "v1",
+            "kind": "Pod",
+            "metadata": {"name": name, "labels": labels},
+            "spec": {"restartPolicy": "Never", "containers": [{"name": "prewarm", "image": "x"}]},
+        }
+        create(api_client, namespace, pod)
+        terminated = {"exitCode": 2, "reason": "Error", "message": line}
+        container = {
+            "name": "prewarm",
+            "image": "x",
+            "imageID": "",
+            "ready": False,
+            "restartCount": 0,
+            "state": {"terminated": {**terminated, "finishedAt": ended}},
+        }
+        replace_status(
+            api_client,
+            "v1",
+            "Pod",
+            namespace,
+            name,
+            {"phase": "Failed", "containerStatuses": [container]},
+        )
+    now = "2025-01-01T00:02:00Z"
+    rule = "Container prewarm for pod x failed with exit code 2 matching FailJob rule at index 0"
+    reason = {"reason": "PodFailurePolicy", "lastProbeTime": now, "lastTransitionTime": now}
+    failed = {
+        "startTime": now,
+        "failed": 1,
+        "conditions": [
+            {"type": "FailureTarget", "status": "True", "message": rule, **reason},
+            {"type": "Failed", "status": "True", "message": rule, **reason},
+        ],
+    }
+    replace_status(api_client, "batch/v1", "Job", namespace, "refused-prewarm", failed)
+
+    error = reconcile_failure(reconciler, namespace, "refused")
+
+    assert error.reason == "PrewarmFailed"
+    assert error.message == (
+        f"prewarm Job refused-prewarm failed: {rule}; noctaya-fetch: hf://x: entry '../e' leaves"
+    )
+    assert condition_values(status_of("refused", namespace))["Degraded"][2] == error.message

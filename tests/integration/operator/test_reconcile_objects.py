@@ -314,7 +314,18 @@ def test_single_gateway_service_renders_its_whole_stack_owned_by_the_service(
     assert selector_labels("qwen").items() <= template_labels.items()
     assert "serving.noctaya.io/runtime" not in template_labels
     job_pod = job["spec"]["template"]["spec"]
-    assert job_pod["restartPolicy"] == "OnFailure"
+    assert job_pod["restartPolicy"] == "Never"
+    # A permanent fetch failure fails the Job at once; an evicted pod is no try.
+    assert job["spec"]["podFailurePolicy"]["rules"] == [
+        {
+            "action": "FailJob",
+            "onExitCodes": {"containerName": "prewarm", "operator": "In", "values": [2]},
+        },
+        {
+            "action": "Ignore",
+            "onPodConditions": [{"type": "DisruptionTarget", "status": "True"}],
+        },
+    ]
     assert job_pod["automountServiceAccountToken"] is False
     assert job_pod["securityContext"] == {**POD_SECURITY, "fsGroupChangePolicy": "OnRootMismatch"}
     assert job_pod["volumes"] == [

@@ -57,6 +57,10 @@ the prewarm Job needs as much as the serving container."""
 
 FETCH_COMMAND = "noctaya-fetch"
 """The fetcher the prewarm / staging Job runs from the Noctaya image (which has no shell)."""
+FETCH_PERMANENT_FAILURE = 2
+"""The fetcher's exit status when retrying cannot help (not found, refused, unsafe artifact)."""
+FETCH_USER = 65532
+"""The Noctaya image's unprivileged user; the Job's fsGroup, so it can write a fresh PVC."""
 
 REGISTRY_AUTH_VOLUME_NAME = "oci-registry-auth"
 REGISTRY_AUTH_DIR = "/var/run/noctaya/registry-auth"

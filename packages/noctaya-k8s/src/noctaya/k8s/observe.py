@@ -27,7 +27,9 @@ from noctaya.core.observation import (
     observe_tier,
 )
 from noctaya.core.plan.pod_security import PodSecurity
+from noctaya.k8s.render.labels import MANAGED_BY, MANAGER
 
+JOB_NAME_LABEL = "batch.kubernetes.io/job-name"
 SERVING_CONTAINER = "serving"
 GATEWAY_CONTAINER = "gateway"
 FAILED_MOUNT = "FailedMount"
@@ -144,6 +146,33 @@ def mount_failures(events: Iterable[Mapping[str, Any]]) -> dict[str, str]:
         if uid not in newest or rank > newest[uid]:
             newest[uid] = rank
     return {uid: note for uid, (_, _, note) in newest.items() if note}
+
+
+def job_failure(job: Mapping[str, Any] | None) -> str | None:
+    """The message of a Job's `Failed=True` condition (possibly empty); None while it has not
+    failed."""
+    failed = _condition(_mapping(_mapping(job).get("status")), "Failed")
+    return str(failed.get("message") or "") if failed.get("status") == "True" else None
+
+
+def job_pod_selector(job: str) -> str:
+    """A Job's pods, as the Job controller labels them, among those the operator watches."""
+    return f"{MANAGED_BY}={MANAGER},{JOB_NAME_LABEL}={job}"
+
+
+def termination_message(pods: Iterable[Mapping[str, Any]], container: str) -> str | None:
+    """What `container` said when it last ended, in whichever pod it ended last: the kubelet's
+    termination message (the file the container wrote, such as a fetcher's failure line)."""
+    said: list[tuple[str, str]] = []
+    for pod in pods:
+        for entry in map(_mapping, _list(_mapping(pod.get("status")).get("containerStatuses"))):
+            if entry.get("name") != container:
+                continue
+            for state in (entry.get("state"), entry.get("lastState")):
+                ended = _mapping(_mapping(state).get("terminated"))
+                if message := _string(ended.get("message")):
+                    said.append((str(ended.get("finishedAt") or ""), message.strip()))
+    return max(said)[1] if said else None
 
 
 def observe_tier_objects(

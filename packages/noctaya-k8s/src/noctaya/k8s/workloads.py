@@ -10,6 +10,7 @@ so a service whose ScaledObject cannot be applied gets no other object. Create-o
 from __future__ import annotations
 
 import base64
+from collections.abc import Callable
 
 from kubernetes.client.exceptions import ApiException
 from noctaya.core.errors import NoctayaError
@@ -22,9 +23,16 @@ from noctaya.core.plan.pod_security import RESTRICTED, PodSecurity
 from noctaya.core.plan.serving import ServingPlan
 from noctaya.k8s import kinds
 from noctaya.k8s.apply import Applier
-from noctaya.k8s.observe import job_pod_security_rejection, observe_service
+from noctaya.k8s.observe import (
+    job_failure,
+    job_pod_security_rejection,
+    job_pod_selector,
+    observe_service,
+    termination_message,
+)
 from noctaya.k8s.planning import api_message, api_step
 from noctaya.k8s.reader import KubeObject, Reader
+from noctaya.k8s.render.cache import PREWARM_CONTAINER
 from noctaya.k8s.render.labels import backend_pod_selector, gateway_pod_selector
 from noctaya.k8s.render.serving import render_serving
 from noctaya.k8s.runtime.resources import KindNotServed, ResourceKind, api_status
@@ -105,7 +113,14 @@ class ClusterWorkloads:
             )
         events = api_step("ObservePodEvents", lambda: reader.list(kinds.EVENT, svc.namespace, ""))
         if plan.prewarm is not None:
-            _check_prewarm_job(svc.prewarm_job, job, events, plan.prewarm.pod_security)
+
+            def job_pods() -> list[KubeObject]:
+                selector = job_pod_selector(svc.prewarm_job)
+                return api_step(
+                    "ObservePrewarmJob", lambda: reader.list(kinds.POD, svc.namespace, selector)
+                )
+
+            _check_prewarm_job(svc.prewarm_job, job, events, plan.prewarm.pod_security, job_pods)
         return observe_service(
             backend=api_step(
                 "ObserveBackendDeployment",
@@ -155,13 +170,20 @@ def _check_demand_secret(secret: KubeObject) -> None:
 
 
 def _check_prewarm_job(
-    name: str, job: KubeObject | None, events: list[KubeObject], security: PodSecurity
+    name: str,
+    job: KubeObject | None,
+    events: list[KubeObject],
+    security: PodSecurity,
+    pods: Callable[[], list[KubeObject]],
 ) -> None:
-    for condition in ((job or {}).get("status") or {}).get("conditions") or []:
-        if condition.get("type") == "Failed" and condition.get("status") == "True":
-            raise NoctayaError(
-                "PrewarmFailed", f"prewarm Job {name} failed: {condition.get('message', '')}"
-            )
+    """A failed Job, with the fetcher's own last line (its pod's termination message, read only
+    then); or a Job whose pods the namespace's Pod Security admission refuses."""
+    failure = job_failure(job)
+    if failure is not None:
+        said = termination_message(pods(), PREWARM_CONTAINER)
+        raise NoctayaError(
+            "PrewarmFailed", f"prewarm Job {name} failed: {failure}" + (f"; {said}" if said else "")
+        )
     refusal = job_pod_security_rejection(job, events) if job is not None else None
     if refusal is not None:
         raise NoctayaError(

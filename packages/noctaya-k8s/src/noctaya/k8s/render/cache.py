@@ -7,6 +7,7 @@ from __future__ import annotations
 from noctaya.core.cache_planning import (
     CACHE_MOUNT_PATH,
     CACHE_VOLUME_NAME,
+    FETCH_PERMANENT_FAILURE,
     REGISTRY_AUTH_DIR,
     REGISTRY_AUTH_FILE,
     REGISTRY_AUTH_SECRET_KEY,
@@ -36,6 +37,7 @@ from noctaya.k8s.render.objects import (
 )
 
 PREWARM_BACKOFF_LIMIT = 4
+PREWARM_CONTAINER = "prewarm"
 _REGISTRY_AUTH_MODE = 0o400
 
 
@@ -62,8 +64,10 @@ def render_prewarm_job(plan: ServingPlan) -> Obj | None:
     a read-only root filesystem with a scratch volume for what the fetch clients write besides
     the model.
 
-    `restartPolicy: OnFailure` retries in place up to the backoff limit; a permanent failure
-    (exit 2) ends within seconds each time, so it costs little to try it again.
+    A transient failure is retried, in a new pod, up to the backoff limit; a permanent one
+    (`FETCH_PERMANENT_FAILURE`: a missing or refused artifact, an unsafe entry) fails the Job at
+    once through its pod failure policy, instead of after four restarts and their back-off
+    (over a minute) that cannot help. A pod evicted or preempted does not count as a try.
     """
     prewarm = plan.prewarm
     if prewarm is None:
@@ -75,7 +79,7 @@ def render_prewarm_job(plan: ServingPlan) -> Obj | None:
         volume(ScratchVolume(SCRATCH_VOLUME_NAME)),
     ]
     container: Obj = {
-        "name": "prewarm",
+        "name": PREWARM_CONTAINER,
         "image": prewarm.image,
         "command": list(prewarm.command),
         "env": [env_var(e) for e in _prewarm_env(prewarm)],
@@ -99,7 +103,7 @@ def render_prewarm_job(plan: ServingPlan) -> Obj | None:
             mount(REGISTRY_AUTH_VOLUME_NAME, REGISTRY_AUTH_DIR, read_only=True)
         )
     pod: Obj = {
-        "restartPolicy": "OnFailure",
+        "restartPolicy": "Never",
         "automountServiceAccountToken": False,
         "securityContext": _fetcher_identity(prewarm.volume),
         "containers": [container],
@@ -110,6 +114,19 @@ def render_prewarm_job(plan: ServingPlan) -> Obj | None:
     obj = new_object("batch/v1", "Job", svc.prewarm_job, svc.namespace, labels)
     obj["spec"] = {
         "backoffLimit": PREWARM_BACKOFF_LIMIT,
+        "podFailurePolicy": {
+            "rules": [
+                {
+                    "action": "FailJob",
+                    "onExitCodes": {
+                        "containerName": PREWARM_CONTAINER,
+                        "operator": "In",
+                        "values": [FETCH_PERMANENT_FAILURE],
+                    },
+                },
+                {"action": "Ignore", "onPodConditions": [{"type": "DisruptionTarget"}]},
+            ]
+        },
         "template": {"metadata": template_metadata(labels, backend.scheduling), "spec": pod},
     }
     return with_create_once_hash(obj)
