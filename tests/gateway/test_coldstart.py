@@ -103,8 +103,11 @@ async def test_keepalive_non_streaming_request_proceeds_when_the_backend_becomes
 ) -> None:
     engine.make_unready()
     gateway = await start_gateway(engine.url)
+    request = asyncio.ensure_future(http.post(f"{gateway.url}/v1/chat/completions", json={}))
+    # Ready only once the request waits cold: on a loaded machine its first probe may come late.
+    await eventually(lambda: gateway.server.app.demand.lease.active, what="a cold wait")
     asyncio.get_running_loop().call_later(0.2, engine.make_ready)
-    async with http.post(f"{gateway.url}/v1/chat/completions", json={}) as response:
+    async with await request as response:
         assert response.status == 200
         document = await response.json()
     assert document["choices"][0]["message"]["content"] == "tok0 tok1 tok2 "
