@@ -102,6 +102,35 @@ class Cluster:
         shutil.rmtree(self.folders.run, ignore_errors=True)
         self.kubeconfig.unlink(missing_ok=True)
 
+    def stop_component(self, name: str, timeout: float = 60.0) -> None:
+        """Stops a component of the box (`kube-apiserver`, `containerd`, ...): SIGTERM, SIGKILL
+        after a grace; what runs in containers is left alone."""
+        self._ask("stop", name, timeout)
+
+    def start_component(self, name: str, timeout: float = 120.0) -> None:
+        """Starts a stopped component again with its arguments and waits for its readiness."""
+        self._ask("start", name, timeout)
+
+    def restart_component(self, name: str, timeout: float = 120.0) -> None:
+        self._ask("restart", name, timeout)
+
+    def _ask(self, action: str, name: str, timeout: float) -> None:
+        control = self.folders.control
+        request = control / f"{time.time_ns()}-{action}-{name}"
+        partial = request.with_suffix(".partial")
+        partial.write_text(json.dumps({"action": action, "component": name}))
+        partial.rename(request.with_suffix(".json"))
+        answer = request.with_suffix(".done")
+        deadline = time.monotonic() + timeout
+        while not answer.exists():
+            if time.monotonic() > deadline:
+                raise ClusterError(self.describe_failure(f"{action} {name}: no answer in time"))
+            time.sleep(_POLL_SECONDS / 4)
+        done = json.loads(answer.read_text())
+        answer.unlink()
+        if not done["ok"]:
+            raise ClusterError(self.describe_failure(f"{action} {name}: {done['error']}"))
+
     def log_tails(self, lines: int = 30) -> dict[str, str]:
         tails = {}
         for log in sorted(self.folders.logs.glob("*.log")):

@@ -78,6 +78,7 @@ def write_plan(folders: layout.Folders, programs: layout.Programs, archives: lis
     plan = {
         "state_file": str(run / "supervisor.json"),
         "log_dir": str(folders.logs),
+        "control_dir": str(folders.control),
         # Private to the box's mount namespace: what the kubelet and containerd write there
         # without asking (log links, shim sockets and fifos) never reaches the host.
         "tmpfs": ["/run", "/var/log"],
@@ -85,7 +86,7 @@ def write_plan(folders: layout.Folders, programs: layout.Programs, archives: lis
             {
                 "name": "containerd",
                 "argv": ["containerd", f"--config={run / 'containerd.toml'}"],
-                "ready": f"path:{socket}",
+                "ready": f"unix:{socket}",
                 "then": [[*ctr, "images", "import", str(archive)] for archive in archives],
             },
             {

@@ -10,7 +10,9 @@ from __future__ import annotations
 import ctypes
 import json
 import os
+import socket
 import subprocess
+import threading
 import time
 from pathlib import Path
 
@@ -27,6 +29,7 @@ KERNEL_SETTINGS = (
 )
 _PROC_SYS = Path("/proc/sys")
 _CGROUP_REMOVE_SECONDS = 10.0
+_CLONE_NEWNET = 0x40000000
 
 
 class HostError(Exception):
@@ -42,6 +45,36 @@ def run(*argv: str) -> str:
 
 def netns_path() -> Path:
     return NETNS_DIR / layout.NAME
+
+
+def connect_in_box(address: tuple[str, int], timeout: float) -> socket.socket:
+    """A TCP connection made from inside the box's network namespace, as a pod on the node
+    would make it: to a Service IP (kube-proxy's rules live there) without the API server.
+
+    The namespace is entered by a thread of its own, which then ends: only that thread ever
+    changes namespace, and the socket keeps the one it was made in.
+    """
+    made: list[socket.socket | BaseException] = []
+
+    def connect() -> None:
+        try:
+            descriptor = os.open(netns_path(), os.O_RDONLY)
+            try:
+                if ctypes.CDLL(None, use_errno=True).setns(descriptor, _CLONE_NEWNET) != 0:
+                    raise OSError(ctypes.get_errno(), "setns into the box's network namespace")
+            finally:
+                os.close(descriptor)
+            made.append(socket.create_connection(address, timeout=timeout))
+        except BaseException as error:
+            made.append(error)
+
+    thread = threading.Thread(target=connect, name="box connection")
+    thread.start()
+    thread.join()
+    (result,) = made
+    if isinstance(result, BaseException):
+        raise result
+    return result
 
 
 def save_host_state(path: Path) -> None:

@@ -82,6 +82,11 @@ class Folders:
         return self.root / "run"
 
     @property
+    def control(self) -> Path:
+        """Where the host asks the box's init to stop, start or restart a component."""
+        return self.run / "control"
+
+    @property
     def host_state(self) -> Path:
         """What `up` changed on the host and `down` restores; beside `run`, so `down` finds it."""
         return self.root / "host-state.json"

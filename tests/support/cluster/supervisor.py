@@ -7,6 +7,11 @@ kubelet and containerd write to without asking (/run, /var/log), then starts the
 in order, each once the previous one is ready (one-shot commands after some), and reaps every
 orphan. Progress goes to the state file; the harness on the host side reads it.
 
+Once the box is up, it stops, starts or restarts a component on request, for tests of a control
+plane or runtime restart: the host writes `<id>.json` (`{"action": ..., "component": ...}`) into
+the control folder, and this process answers with `<id>.done` (`{"ok": ..., "error": ...}`)
+once the component has exited or is ready again.
+
 Standard library only: it runs as a script, with no package around it.
 """
 
@@ -32,6 +37,8 @@ def main(plan_path: str) -> int:
     plan: dict[str, Any] = json.loads(Path(plan_path).read_text())
     state = Path(plan["state_file"])
     logs = Path(plan["log_dir"])
+    control = Path(plan["control_dir"])
+    components = {component["name"]: component for component in plan["components"]}
     children: dict[int, str] = {}
     stopping = False
 
@@ -45,15 +52,10 @@ def main(plan_path: str) -> int:
         for target in plan["tmpfs"]:
             _mount_tmpfs(target)
         for component in plan["components"]:
-            name = component["name"]
-            with (logs / f"{name}.log").open("ab") as log:
-                process = subprocess.Popen(
-                    component["argv"], stdout=log, stderr=subprocess.STDOUT, cwd=logs
-                )
-            children[process.pid] = name
-            _wait_ready(component, process, lambda: stopping)
+            _start(component, children, logs, lambda: stopping)
             for argv in component.get("then", []):
                 subprocess.run(argv, check=True, capture_output=True, text=True, timeout=300)
+        control.mkdir(parents=True, exist_ok=True)
         state.write_text(json.dumps({"ready": True}))
     except Exception as error:
         detail = getattr(error, "stderr", "") or ""
@@ -61,9 +63,70 @@ def main(plan_path: str) -> int:
         stopping = True
     while not stopping:
         _reap(children, logs)
+        _serve_requests(control, components, children, logs, lambda: stopping)
         time.sleep(_POLL_SECONDS)
     _stop_all(children)
     return 0
+
+
+def _start(component: dict[str, Any], children: dict[int, str], logs: Path, stopping: Any) -> None:
+    name = component["name"]
+    with (logs / f"{name}.log").open("ab") as log:
+        process = subprocess.Popen(
+            component["argv"], stdout=log, stderr=subprocess.STDOUT, cwd=logs
+        )
+    children[process.pid] = name
+    _wait_ready(component, process, stopping)
+
+
+def _stop(name: str, children: dict[int, str], logs: Path) -> None:
+    """SIGTERM, then SIGKILL after the grace; the component's exit is noted in its log."""
+    pids = [pid for pid, child in children.items() if child == name]
+    if not pids:
+        raise RuntimeError(f"{name} is not running")
+    (pid,) = pids
+    os.kill(pid, signal.SIGTERM)
+    deadline = time.monotonic() + _STOP_GRACE_SECONDS
+    while True:
+        try:
+            done, status = os.waitpid(pid, os.WNOHANG)
+        except ChildProcessError:
+            done, status = pid, 0
+        if done:
+            break
+        if time.monotonic() > deadline:
+            os.kill(pid, signal.SIGKILL)
+        time.sleep(_POLL_SECONDS)
+    children.pop(pid)
+    with (logs / f"{name}.log").open("a") as log:
+        log.write(f"==== {name} stopped on request: status {status}\n")
+
+
+def _serve_requests(
+    control: Path,
+    components: dict[str, dict[str, Any]],
+    children: dict[int, str],
+    logs: Path,
+    stopping: Any,
+) -> None:
+    """Carries out the host's stop, start and restart requests, oldest first."""
+    for request in sorted(control.glob("*.json")):
+        answer: dict[str, Any] = {"ok": True}
+        try:
+            order = json.loads(request.read_text())
+            name, action = order["component"], order["action"]
+            if action in ("stop", "restart"):
+                _stop(name, children, logs)
+            if action in ("start", "restart"):
+                _start(components[name], children, logs, stopping)
+            if action not in ("stop", "start", "restart"):
+                raise ValueError(f"unknown action {action!r}")
+        except Exception as error:
+            answer = {"ok": False, "error": f"{type(error).__name__}: {error}"}
+        partial = request.with_suffix(".partial")
+        partial.write_text(json.dumps(answer))
+        partial.rename(request.with_suffix(".done"))
+        request.unlink()
 
 
 def _mount_tmpfs(target: str) -> None:
@@ -92,6 +155,14 @@ def _is_ready(check: str) -> bool:
     kind, _, target = check.partition(":")
     if kind == "path":
         return Path(target).exists()
+    if kind == "unix":  # a socket file a stopped process left would pass a `path` check
+        try:
+            with socket.socket(socket.AF_UNIX) as client:
+                client.settimeout(1)
+                client.connect(target)
+                return True
+        except OSError:
+            return False
     if kind == "tcp":
         host, _, port = target.rpartition(":")
         try:
