@@ -22,6 +22,7 @@ from support.cluster import Cluster, locate_programs
 from support.cluster.traces import HostTraces, host_traces
 from support.envtest.prerequisites import PrerequisiteMissing
 
+from .faults import timing_table
 from .serving import install_serving
 from .workloads import advertise_gpus
 
@@ -124,3 +125,5 @@ def pytest_terminal_summary(terminalreporter: pytest.TerminalReporter) -> None:
     if box is not None and box.timings:
         times = ", ".join(f"{what} at {seconds:.1f}s" for what, seconds in box.timings.items())
         terminalreporter.write_line(f"cluster start-up: {times}")
+    for line in timing_table(terminalreporter.config):
+        terminalreporter.write_line(line)

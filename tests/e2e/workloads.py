@@ -108,8 +108,13 @@ def pod_phase(core: k8s_client.CoreV1Api, namespace: str, name: str) -> str:
 
 def advertise_gpus(core: k8s_client.CoreV1Api, count: str | None) -> None:
     """Advertises `count` GPUs in the node status, as a device plugin would (None: none)."""
+    advertise(core, GPU, count)
+
+
+def advertise(core: k8s_client.CoreV1Api, resource: str, count: str | None) -> None:
+    """Advertises `count` of an extended resource in the node status (None: none)."""
     core.patch_node_status(
-        layout.NAME, {"status": {"capacity": {GPU: count}, "allocatable": {GPU: count}}}
+        layout.NAME, {"status": {"capacity": {resource: count}, "allocatable": {resource: count}}}
     )
 
 
