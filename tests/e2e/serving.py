@@ -10,7 +10,7 @@ import json
 import socket
 import threading
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -19,7 +19,8 @@ import yaml
 from helm.chart import DEFAULT_NAMESPACE, RELEASE, Helm
 from kubernetes import client as k8s_client
 from kubernetes.stream import portforward
-from support.cluster import Cluster
+from support.cluster import Cluster, layout
+from support.cluster.host import connect_in_box
 from support.cluster.images import import_archives
 from support.custom_resources import CustomResources
 from urllib3.exceptions import HTTPError
@@ -33,6 +34,8 @@ SERVICE_NAME = "demo"  # the example's LLMService
 GATEWAY_PORT = 8080
 BACKEND_PODS = f"app.kubernetes.io/name={SERVICE_NAME},serving.noctaya.io/runtime"
 """The label selector of the example service's backend pods."""
+BOX_REGISTRY = f"{layout.NODE_IP}:5000"
+"""Where the delivery tests serve an OCI registry: the node's address, which pods reach."""
 LEASE = "6d7012cb.noctaya.io"  # the operator's leader-election Lease, as the install guide names it
 _LOG_LINES = 40
 _POLL_SECONDS = 0.25
@@ -44,12 +47,13 @@ HELM_INSTALL = (
 )
 
 
-def install(cluster: Cluster, archives: list[Path], helm: Helm) -> None:
+def install(cluster: Cluster, archives: list[Path], helm: Helm, *settings: str) -> None:
     """Imports the images into the node's containerd and installs the chart as the install
-    guide says, then waits for the operator."""
+    guide says (with `settings` as `--set`s), then waits for the operator."""
     import_archives(cluster.folders.run / "containerd.sock", archives)
     args = [str(REPO / word) if word == "charts/noctaya" else word for word in HELM_INSTALL.split()]
-    done = helm.run(*args[1:], "--kubeconfig", str(cluster.kubeconfig))
+    sets = [word for setting in settings for word in ("--set", setting)]
+    done = helm.run(*args[1:], *sets, "--kubeconfig", str(cluster.kubeconfig))
     assert done.returncode == 0, f"helm install failed:\n{done.stderr}"
     apps = k8s_client.AppsV1Api(cluster.api_client)
 
@@ -61,8 +65,10 @@ def install(cluster: Cluster, archives: list[Path], helm: Helm) -> None:
 
 
 def install_serving(cluster: Cluster, archives: list[Path], helm: Helm) -> None:
-    """Installed as the guide says, with the example's runtime: what the serving tests share."""
-    install(cluster, archives, helm)
+    """Installed as the guide says, with the example's runtime: what the serving tests share.
+    One setting is the box's own: the registry its delivery tests serve speaks plain HTTP (set
+    at install, which spares the operator two rollouts of an upgrade and back)."""
+    install(cluster, archives, helm, f"fetch.plainHTTPRegistries={{{BOX_REGISTRY}}}")
     CustomResources(cluster.api_client).create(example()[0])
 
 
@@ -148,6 +154,7 @@ class Exchange:
     """One request's answer as its client saw it, read to the end in a thread of its own."""
 
     stream: bool
+    started: float = field(default_factory=time.monotonic)
     status: int = 0
     retry_after: str = ""
     lines: list[bytes] = field(default_factory=list)
@@ -199,19 +206,50 @@ def start_chat(
 ) -> Exchange:
     """Starts a chat completion (to the Service, or to one gateway `pod`) and reads its answer
     in the background; `Exchange.over` is set once it has ended, however it ended."""
+
+    def send() -> _Answer:
+        response = chat(api_client, namespace, service, pod=pod, stream=stream)
+        retry_after = response.headers.get("Retry-After", "")
+        return response.status, retry_after, response_lines(response), response.release_conn
+
+    return _exchange(stream, send)
+
+
+def start_chat_in_box(
+    address: tuple[str, int], service: str, *, stream: bool = True, timeout: float = 180.0
+) -> Exchange:
+    """As `start_chat`, but sent to the gateway Service's address from inside the box's network
+    namespace, as a pod would send it: no API server on the way."""
+
+    def send() -> _Answer:
+        connection = http.client.HTTPConnection(*address, timeout=timeout)
+        connection.sock = connect_in_box(address, timeout)
+        headers = {"Content-Type": "application/json"}
+        body = chat_body(service, stream)
+        connection.request("POST", "/v1/chat/completions", body=body, headers=headers)
+        response = connection.getresponse()
+        lines = (line.rstrip(b"\n") for line in response)
+        return response.status, response.getheader("Retry-After") or "", lines, connection.close
+
+    return _exchange(stream, send)
+
+
+_Answer = tuple[int, str, Iterator[bytes], Callable[[], object]]
+"""(status, Retry-After, the body's lines as they arrive, what lets the connection go)"""
+
+
+def _exchange(stream: bool, send: Callable[[], _Answer]) -> Exchange:
     exchange = Exchange(stream)
 
     def read() -> None:
         try:
-            response = chat(api_client, namespace, service, pod=pod, stream=stream)
-            exchange.status = response.status
-            exchange.retry_after = response.headers.get("Retry-After", "")
+            exchange.status, exchange.retry_after, lines, release = send()
             try:
-                for line in response_lines(response):  # kept as read, if the answer breaks
+                for line in lines:  # kept as read, if the answer breaks
                     exchange.lines.append(line)
             finally:
-                response.release_conn()
-        except HTTPError as error:
+                release()
+        except (HTTPError, OSError, http.client.HTTPException) as error:
             exchange.broken = f"{type(error).__name__}: {error}"
         finally:
             exchange.over.set()
