@@ -64,12 +64,26 @@ def install(cluster: Cluster, archives: list[Path], helm: Helm, *settings: str) 
     wait_for("the operator Available", lambda: available() >= 1, timeout=300)
 
 
+BOX_SETTINGS = (f"fetch.plainHTTPRegistries={{{BOX_REGISTRY}}}",)
+"""The box's own chart settings: the registry its delivery tests serve speaks plain HTTP."""
+
+
 def install_serving(cluster: Cluster, archives: list[Path], helm: Helm) -> None:
-    """Installed as the guide says, with the example's runtime: what the serving tests share.
-    One setting is the box's own: the registry its delivery tests serve speaks plain HTTP (set
-    at install, which spares the operator two rollouts of an upgrade and back)."""
-    install(cluster, archives, helm, f"fetch.plainHTTPRegistries={{{BOX_REGISTRY}}}")
+    """Installed as the guide says, with the box's settings and the example's runtime: what
+    the serving tests share."""
+    install(cluster, archives, helm, *BOX_SETTINGS)
     CustomResources(cluster.api_client).create(example()[0])
+
+
+def with_box_settings(cluster: Cluster, helm: Helm) -> None:
+    """The release with the box's settings again if a test's upgrade reset them (a rollout
+    then; none when they are in place)."""
+    deployment = k8s_client.AppsV1Api(cluster.api_client).read_namespaced_deployment(
+        OPERATOR, DEFAULT_NAMESPACE
+    )
+    args = deployment.spec.template.spec.containers[0].args or []
+    if f"--plain-http-registry={BOX_REGISTRY}" not in args:
+        upgrade(cluster, helm, *BOX_SETTINGS)
 
 
 def example(**overrides: Any) -> list[dict[str, Any]]:

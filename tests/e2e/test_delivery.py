@@ -16,13 +16,14 @@ from typing import Any
 
 import pytest
 from fetch.registry import RawLayer, RunningRegistry, push_files, push_layers, run_registry
+from helm.chart import Helm
 from kubernetes import client as k8s_client
 from noctaya.core.cache_planning import HOST_PATH_ROOT
 from support.cluster import Cluster, layout
 from support.custom_resources import CustomResources
 from support.manifests import merged
 
-from .serving import BOX_REGISTRY, condition, diagnosed, example, status
+from .serving import BOX_REGISTRY, condition, diagnosed, example, status, with_box_settings
 from .workloads import wait_for
 
 pytestmark = [pytest.mark.e2e, pytest.mark.timeout(900)]
@@ -40,6 +41,13 @@ def registry(
     workdir = tmp_path_factory.mktemp("box-registry")
     with run_registry(workdir, listen=REGISTRY, launcher=netns) as running:
         yield running
+
+
+@pytest.fixture(scope="module")
+def plain_http(cluster: Cluster, installed: None, helm: Helm) -> None:
+    """The operator told that the box's registry speaks plain HTTP, as the session installs it
+    (an earlier module's upgrade may have reset the chart's values)."""
+    with_box_settings(cluster, helm)
 
 
 @pytest.fixture
@@ -98,7 +106,7 @@ def test_an_oci_model_is_staged_by_a_job_and_seen_whole_by_the_backend(
     api_client: k8s_client.ApiClient,
     namespace: str,
     registry: RunningRegistry,
-    installed: None,
+    plain_http: None,
     listing_runtime: str,
     host_cache: Path,
     gpus: None,
@@ -150,7 +158,7 @@ def test_a_hostile_artifact_fails_the_job_naming_the_entry_and_deleting_the_job_
     api_client: k8s_client.ApiClient,
     namespace: str,
     registry: RunningRegistry,
-    installed: None,
+    plain_http: None,
     listing_runtime: str,
     host_cache: Path,
     gpus: None,
