@@ -43,7 +43,7 @@ class Metric:
         registry: Registry | None,
         values: Labels = (),
     ) -> None:
-        self.name = name
+        self.name = self._named(name)
         self.documentation = documentation
         self.labelnames: Labels = tuple(labelnames)
         self._values = values
@@ -60,6 +60,11 @@ class Metric:
         if child is None:
             child = self._children[key] = self._child(key)
         return cast(Self, child)
+
+    @staticmethod
+    def _named(name: str) -> str:
+        """The series' name as served."""
+        return name
 
     def _child(self, values: Labels) -> Metric:
         return type(self)(
@@ -85,19 +90,11 @@ class Counter(Metric):
     """Served as `<name>_total`, whether the name is given with the suffix or without."""
 
     kind = "counter"
+    value = 0.0
 
-    def __init__(
-        self,
-        name: str,
-        documentation: str,
-        labelnames: Sequence[str] = (),
-        *,
-        registry: Registry | None,
-        values: Labels = (),
-    ) -> None:
-        name = name.removesuffix("_total") + "_total"
-        super().__init__(name, documentation, labelnames, registry=registry, values=values)
-        self.value = 0.0
+    @staticmethod
+    def _named(name: str) -> str:
+        return name.removesuffix("_total") + "_total"
 
     def inc(self, amount: float = 1.0) -> None:
         if amount < 0:
@@ -110,19 +107,8 @@ class Counter(Metric):
 
 class Gauge(Metric):
     kind = "gauge"
-
-    def __init__(
-        self,
-        name: str,
-        documentation: str,
-        labelnames: Sequence[str] = (),
-        *,
-        registry: Registry | None,
-        values: Labels = (),
-    ) -> None:
-        super().__init__(name, documentation, labelnames, registry=registry, values=values)
-        self.value = 0.0
-        self._function: Callable[[], float] | None = None
+    value = 0.0
+    _function: Callable[[], float] | None = None
 
     def set(self, value: float) -> None:
         self.value = float(value)
