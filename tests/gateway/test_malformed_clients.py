@@ -199,6 +199,7 @@ async def test_connect_is_refused_with_405_and_no_traceback(
         gateway.server.port, b"CONNECT %s HTTP/1.1\r\nHost: example.com:443\r\n\r\n" % target
     )
     assert status.startswith(b"HTTP/1.1 405")
+    assert headers["connection"] == "close", "tunnel bytes behind it are never read as a request"
     assert "GET" in headers["allow"]
     if openai:
         assert json.loads(body)["error"] == {

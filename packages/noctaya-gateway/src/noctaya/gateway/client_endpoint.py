@@ -72,7 +72,10 @@ class ClientEndpoint:
         origin = origin_form(scope)
         try:
             if scope["method"] == "CONNECT":
-                await self.refuse(send, METHOD_NOT_ALLOWED, is_openai_path(scope["path"]))
+                # Closed after the 405: a client that sent its tunnel's first bytes behind the
+                # CONNECT must not have them read as its next request.
+                refused = closing(send) if http1 else send
+                await self.refuse(refused, METHOD_NOT_ALLOWED, is_openai_path(scope["path"]))
             elif origin is None:
                 await send_bad_request(send, close=http1)
             else:
