@@ -67,9 +67,11 @@ def warm(modes: list[str], env: dict[str, str]) -> None:
 
 
 def _import_ms(module: str, env: dict[str, str]) -> float:
-    code = (
-        "import time; t = time.perf_counter(); "
-        f"import {module}; print((time.perf_counter() - t) * 1e3)"
+    code = (  # as `noctaya-gateway` imports it (`load_entry`, where the revision has it)
+        "import importlib, time; t = time.perf_counter(); "
+        "from noctaya.gateway import cli; "
+        f"getattr(cli, 'load_entry', importlib.import_module)('{module}'); "
+        "print((time.perf_counter() - t) * 1e3)"
     )
     result = subprocess.run(
         [sys.executable, "-c", code],

@@ -2,7 +2,8 @@
 imported code, so a stray import (the aggregator pulling in the proxy stack, the gateway pulling
 in the aggregator or the API models) shows up as memory in every replica.
 
-Each check imports a mode's entry module in a fresh interpreter and reads `sys.modules`.
+Each check imports a mode's entry module in a fresh interpreter, as `noctaya-gateway` does, and
+reads `sys.modules`.
 """
 
 from __future__ import annotations
@@ -16,7 +17,9 @@ from noctaya.gateway.cli import MODE_ENTRIES
 
 LIST_MODULES = (
     "import importlib, json, sys\n"
-    "importlib.import_module(sys.argv[1])\n"
+    "from noctaya.gateway.cli import MODE_ENTRIES, load_entry\n"
+    "entry = sys.argv[1] in MODE_ENTRIES.values()\n"
+    "(load_entry if entry else importlib.import_module)(sys.argv[1])\n"
     "print(json.dumps(sorted(sys.modules)))\n"
 )
 API_MODELS = ("pydantic", "pydantic_core", "noctaya.core.api", "noctaya.core.ports")
@@ -26,6 +29,8 @@ the text format), the metadata reader's email and zipfile modules (`tested_versi
 versions it needs), `decimal` (only for a body limit given as a quantity) and argparse (only
 for a command line the operator does not render)."""
 HTTP_SERVER = ("hypercorn", "h2")  # the gateway's and the scaler's
+UNUSED_BY_HYPERCORN = ("multiprocessing", "logging.config", "tomllib", "tempfile")
+"""What hypercorn loads for options no mode sets (`lean_hypercorn`)."""
 PROXY_STACK = (
     "noctaya.gateway.server",
     "noctaya.gateway.app",
@@ -77,7 +82,13 @@ def present(modules: set[str], packages: tuple[str, ...]) -> list[str]:
         ),
         (
             MODE_ENTRIES["gateway"],
-            API_MODELS + SCALER_STACK + GRPC_RUNTIME + REPORTER_STACK + AGGREGATOR + NOT_SERVING,
+            API_MODELS
+            + SCALER_STACK
+            + GRPC_RUNTIME
+            + REPORTER_STACK
+            + AGGREGATOR
+            + NOT_SERVING
+            + UNUSED_BY_HYPERCORN,
         ),
         (
             "noctaya.gateway.scaler.server",
@@ -85,7 +96,12 @@ def present(modules: set[str], packages: tuple[str, ...]) -> list[str]:
         ),
         (
             MODE_ENTRIES["aggregator"],
-            API_MODELS + PROXY_STACK + GRPC_RUNTIME + REPORTER_STACK + NOT_SERVING,
+            API_MODELS
+            + PROXY_STACK
+            + GRPC_RUNTIME
+            + REPORTER_STACK
+            + NOT_SERVING
+            + UNUSED_BY_HYPERCORN,
         ),
     ],
     ids=["cli", "gateway", "gateway-scaler", "aggregator"],

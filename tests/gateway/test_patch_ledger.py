@@ -1,7 +1,8 @@
 """The ledger (`server_patches.md`, beside the patches) has an entry for every change the gateway
 makes to hypercorn, h2, h11 and asyncio, and nothing it no longer makes: the changes are found by
 comparing those libraries' modules and classes before and after `install_server_patches()`, in
-a fresh interpreter."""
+a fresh interpreter, and, for the names hypercorn was given at its import (`lean_hypercorn`),
+by finding its names bound to stand-ins."""
 
 from __future__ import annotations
 
@@ -15,7 +16,9 @@ import noctaya.gateway
 
 LEDGER = Path(noctaya.gateway.__file__).parent / "server_patches.md"
 CHANGED = """
-import json, sys
+import json, sys, types
+from noctaya.gateway import lean_hypercorn
+lean_hypercorn.import_hypercorn()
 import noctaya.gateway.aggregator.server, noctaya.gateway.scaler.server, noctaya.gateway.server
 from noctaya.gateway.server_patches import install_server_patches
 
@@ -35,11 +38,18 @@ def snapshot():
     return seen
 
 
+def stand_in(value):
+    if isinstance(value, types.ModuleType):
+        return sys.modules.get(value.__name__) is not value
+    return getattr(value, "__module__", None) == lean_hypercorn.__name__
+
+
 before = snapshot()
 install_server_patches()
 after = snapshot()
 changed = [key for key, value in after.items() if before.get(key, object()) is not value]
-print(json.dumps(sorted(changed)))
+given = [key for key, value in before.items() if stand_in(value)]
+print(json.dumps(sorted(changed + given)))
 """
 
 

@@ -13,8 +13,9 @@ import logging
 import os
 import sys
 from collections.abc import Callable, Mapping, Sequence
+from types import ModuleType
 
-from noctaya.gateway import process
+from noctaya.gateway import lean_hypercorn, process
 from noctaya.gateway.version import gateway_version
 
 log = logging.getLogger("noctaya.gateway")
@@ -45,8 +46,14 @@ def main(argv: Sequence[str] | None = None) -> int:
     if entry is None:
         log.critical('unsupported mode "%s"', mode)
         return 1
-    run: Callable[[Mapping[str, str]], int] = importlib.import_module(entry).run
+    run: Callable[[Mapping[str, str]], int] = load_entry(entry).run
     return run(os.environ)
+
+
+def load_entry(entry: str) -> ModuleType:
+    """A mode's entry module, over hypercorn imported lean (both modes serve with it)."""
+    lean_hypercorn.import_hypercorn()
+    return importlib.import_module(entry)
 
 
 def _parse(argv: Sequence[str] | None) -> str | None:
