@@ -1,0 +1,100 @@
+"""A lazily loaded `kubernetes` package (`lazy_packages`) is the same package: every name its
+`__init__` binds resolves to the very object a full import binds, names it defines itself run
+that `__init__`, and a process that imported the client first is left as it was. Each check
+runs in a fresh interpreter, where the packages are loaded once."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+import textwrap
+
+
+def run(code: str) -> object:
+    result = subprocess.run(
+        [sys.executable, "-c", textwrap.dedent(code)], capture_output=True, text=True, timeout=120
+    )
+    assert result.returncode == 0, result.stderr
+    return json.loads(result.stdout)
+
+
+def test_each_name_resolves_to_what_the_full_init_binds() -> None:
+    found = run(
+        """
+        import json, sys
+        from noctaya.k8s import lazy_packages
+        lazy_packages.install()
+        import kubernetes
+        lazy = {}
+        for name in lazy_packages.LAZY:
+            package = sys.modules[name]
+            plan = vars(package)["__lazy_plan__"]
+            names = [bound for pairs in plan.imports.values() for bound, _ in pairs]
+            lazy[name] = {bound: getattr(package, bound) for bound in names}
+        unloaded = "kubernetes.config.kube_config" in sys.modules
+        version = kubernetes.__version__
+        full = {}
+        for name in lazy_packages.LAZY:
+            package = sys.modules[name]
+            package.load_config if name == "kubernetes.config" else package.__all__ if (
+                name == "kubernetes.utils") else getattr(package, "no_such_name", None)
+            full[name] = {bound: vars(package)[bound] for bound in lazy[name]}
+        print(json.dumps({
+            "counts": {name: len(names) for name, names in lazy.items()},
+            "differ": [f"{name}.{bound}" for name in lazy for bound in lazy[name]
+                       if lazy[name][bound] is not full[name][bound]],
+            "kube_config loaded by the lookups": unloaded,
+            "version": version,
+        }))
+        """
+    )
+    assert isinstance(found, dict)
+    assert found["differ"] == []
+    assert found["counts"]["kubernetes"] >= 8, "client, config, dynamic, watch, stream, ..."
+    assert found["counts"]["kubernetes.config"] >= 8
+    assert found["counts"]["kubernetes.utils"] >= 10
+    assert found["kube_config loaded by the lookups"] is True, "config's names were all looked up"
+    import importlib.metadata
+
+    assert found["version"] == importlib.metadata.version("kubernetes")
+
+
+def test_a_name_the_init_defines_or_a_star_import_completes_the_package() -> None:
+    found = run(
+        """
+        import json, sys
+        from noctaya.k8s import lazy_packages
+        lazy_packages.install()
+        from kubernetes.config import load_incluster_config
+        before = "kubernetes.config.kube_config" in sys.modules
+        from kubernetes.config import load_config
+        namespace = {}
+        exec("from kubernetes.utils import *", namespace)
+        print(json.dumps({
+            "kube_config before": before,
+            "load_config": load_config.__module__,
+            "star": sorted(name for name in namespace if not name.startswith("__")),
+            "all": sorted(sys.modules["kubernetes.utils"].__all__),
+        }))
+        """
+    )
+    assert isinstance(found, dict)
+    assert found["kube_config before"] is False
+    assert found["load_config"] == "kubernetes.config"
+    assert found["star"] == found["all"]
+    assert "create_from_yaml" in found["star"]
+
+
+def test_a_client_imported_before_is_left_as_it_is() -> None:
+    found = run(
+        """
+        import json, sys
+        import kubernetes
+        from noctaya.k8s import lazy_packages
+        lazy_packages.install()
+        print(json.dumps(["kubernetes.config.kube_config" in sys.modules,
+                          "__getattr__" in vars(sys.modules["kubernetes"])]))
+        """
+    )
+    assert found == [True, False]
