@@ -16,7 +16,8 @@ import noctaya.gateway
 
 LEDGER = Path(noctaya.gateway.__file__).parent / "server_patches.md"
 CHANGED = """
-import json, sys, types
+import json, sys
+from noctaya.core.deferred_imports import is_forwarder
 from noctaya.gateway import lean_hypercorn
 lean_hypercorn.import_hypercorn()
 import noctaya.gateway.aggregator.server, noctaya.gateway.scaler.server, noctaya.gateway.server
@@ -38,17 +39,11 @@ def snapshot():
     return seen
 
 
-def stand_in(value):
-    if isinstance(value, types.ModuleType):
-        return sys.modules.get(value.__name__) is not value
-    return getattr(value, "__module__", None) == lean_hypercorn.__name__
-
-
 before = snapshot()
 install_server_patches()
 after = snapshot()
 changed = [key for key, value in after.items() if before.get(key, object()) is not value]
-given = [key for key, value in before.items() if stand_in(value)]
+given = [key for key, value in before.items() if is_forwarder(value)]
 print(json.dumps(sorted(changed + given)))
 """
 

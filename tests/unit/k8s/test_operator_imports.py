@@ -1,8 +1,10 @@
 """The operator loads its metrics stack only when it serves metrics: the chart turns them off,
 and prometheus_client with cryptography (its self-signed certificate) cost every operator about
 10 MiB of memory and a fifth of its start-up. Nor does it load the parts of the `kubernetes`
-client it never calls in a cluster (`lazy_packages`): kubeconfig files' loader with requests and
-oauthlib, exec streams with websocket-client, the client's own leader election and informer."""
+client it never calls in a cluster (`lean_kubernetes`): kubeconfig files' loader with requests and
+oauthlib, exec streams with websocket-client, the client's own leader election and informer,
+and until called, the date parser of typed models, the thread pool of `async_req` calls and the
+YAML printer of dynamic resources."""
 
 from __future__ import annotations
 
@@ -27,6 +29,9 @@ UNUSED_CLIENT_PARTS = (
     "kubernetes.leaderelection",
     "kubernetes.informer",
     "kubernetes.utils.create_from_yaml",
+    "yaml",
+    "dateutil.parser",
+    "multiprocessing.pool",
 )
 
 

@@ -1,9 +1,9 @@
 """The Kubernetes adapters: the operator, its controllers and the `noctaya` command.
 
 Every module here reaches the `kubernetes` client, so the package loads it lazily first
-(`lazy_packages`): the operator and the command hold only the parts of it they use.
+(`lean_kubernetes`): the operator and the command hold only the parts of it they use.
 """
 
-from noctaya.k8s import lazy_packages
+from noctaya.k8s import lean_kubernetes
 
-lazy_packages.install()
+lean_kubernetes.install()

@@ -1,4 +1,4 @@
-"""A lazily loaded `kubernetes` package (`lazy_packages`) is the same package: every name its
+"""A lazily loaded `kubernetes` package (`lean_kubernetes`) is the same package: every name its
 `__init__` binds resolves to the very object a full import binds, names it defines itself run
 that `__init__`, and a process that imported the client first is left as it was. Each check
 runs in a fresh interpreter, where the packages are loaded once."""
@@ -23,11 +23,11 @@ def test_each_name_resolves_to_what_the_full_init_binds() -> None:
     found = run(
         """
         import json, sys
-        from noctaya.k8s import lazy_packages
-        lazy_packages.install()
+        from noctaya.k8s import lean_kubernetes
+        lean_kubernetes.install()
         import kubernetes
         lazy = {}
-        for name in lazy_packages.LAZY:
+        for name in lean_kubernetes.LAZY:
             package = sys.modules[name]
             plan = vars(package)["__lazy_plan__"]
             names = [bound for pairs in plan.imports.values() for bound, _ in pairs]
@@ -35,7 +35,7 @@ def test_each_name_resolves_to_what_the_full_init_binds() -> None:
         unloaded = "kubernetes.config.kube_config" in sys.modules
         version = kubernetes.__version__
         full = {}
-        for name in lazy_packages.LAZY:
+        for name in lean_kubernetes.LAZY:
             package = sys.modules[name]
             package.load_config if name == "kubernetes.config" else package.__all__ if (
                 name == "kubernetes.utils") else getattr(package, "no_such_name", None)
@@ -64,8 +64,8 @@ def test_a_name_the_init_defines_or_a_star_import_completes_the_package() -> Non
     found = run(
         """
         import json, sys
-        from noctaya.k8s import lazy_packages
-        lazy_packages.install()
+        from noctaya.k8s import lean_kubernetes
+        lean_kubernetes.install()
         from kubernetes.config import load_incluster_config
         before = "kubernetes.config.kube_config" in sys.modules
         from kubernetes.config import load_config
@@ -91,10 +91,42 @@ def test_a_client_imported_before_is_left_as_it_is() -> None:
         """
         import json, sys
         import kubernetes
-        from noctaya.k8s import lazy_packages
-        lazy_packages.install()
+        from noctaya.k8s import lean_kubernetes
+        lean_kubernetes.install()
         print(json.dumps(["kubernetes.config.kube_config" in sys.modules,
                           "__getattr__" in vars(sys.modules["kubernetes"])]))
         """
     )
     assert found == [True, False]
+
+
+def test_what_the_client_calls_of_a_deferred_module_still_works() -> None:
+    found = run(
+        """
+        import datetime, json, sys
+        from noctaya.k8s import lean_kubernetes
+        lean_kubernetes.install()
+        from kubernetes.client import ApiClient
+        from kubernetes.dynamic.resource import ResourceInstance
+        unloaded = [name for name in lean_kubernetes.DEFERRED if name in sys.modules]
+        client = ApiClient()
+        date = client._ApiClient__deserialize("2026-12-04T10:20:30Z", "datetime")
+        pooled = client.pool.apply_async(lambda: 6 * 7).get(timeout=10)
+        client.close()
+        printed = str(ResourceInstance(None, {"kind": "Pod", "metadata": {"name": "a"}}))
+        print(json.dumps({
+            "unloaded before": unloaded,
+            "date": date.isoformat(),
+            "pool": pooled,
+            "printed": printed,
+            "loaded after": [name for name in lean_kubernetes.DEFERRED if name in sys.modules],
+        }))
+        """
+    )
+    assert found == {
+        "unloaded before": [],
+        "date": "2026-12-04T10:20:30+00:00",
+        "pool": 42,
+        "printed": "ResourceInstance[Pod]:\n  kind: Pod\n  metadata:\n    name: a\n",
+        "loaded after": ["dateutil.parser", "multiprocessing.pool", "yaml"],
+    }
