@@ -9,6 +9,7 @@ import json
 import subprocess
 import sys
 import textwrap
+from pathlib import Path
 
 
 def run(code: str) -> object:
@@ -108,7 +109,8 @@ def test_what_the_client_calls_of_a_deferred_module_still_works() -> None:
         lean_kubernetes.install()
         from kubernetes.client import ApiClient
         from kubernetes.dynamic.resource import ResourceInstance
-        unloaded = [name for name in lean_kubernetes.DEFERRED if name in sys.modules]
+        deferred = [name for names in lean_kubernetes.DEFERRED.values() for name in names]
+        unloaded = [name for name in deferred if name in sys.modules]
         client = ApiClient()
         date = client._ApiClient__deserialize("2026-12-04T10:20:30Z", "datetime")
         pooled = client.pool.apply_async(lambda: 6 * 7).get(timeout=10)
@@ -119,7 +121,7 @@ def test_what_the_client_calls_of_a_deferred_module_still_works() -> None:
             "date": date.isoformat(),
             "pool": pooled,
             "printed": printed,
-            "loaded after": [name for name in lean_kubernetes.DEFERRED if name in sys.modules],
+            "loaded after": [name for name in deferred if name in sys.modules],
         }))
         """
     )
@@ -130,3 +132,37 @@ def test_what_the_client_calls_of_a_deferred_module_still_works() -> None:
         "printed": "ResourceInstance[Pod]:\n  kind: Pod\n  metadata:\n    name: a\n",
         "loaded after": ["dateutil.parser", "multiprocessing.pool", "yaml"],
     }
+
+
+def test_a_kubeconfig_file_loads_without_the_oidc_refresher_until_it_is_called(
+    tmp_path: Path,
+) -> None:
+    kubeconfig = tmp_path / "kubeconfig"
+    kubeconfig.write_text(
+        "apiVersion: v1\nkind: Config\ncurrent-context: c\n"
+        "clusters: [{name: k, cluster: {server: 'https://127.0.0.1:6443'}}]\n"
+        "users: [{name: u, user: {token: t}}]\n"
+        "contexts: [{name: c, context: {cluster: k, user: u}}]\n"
+    )
+    found = run(
+        f"""
+        import json, sys
+        from noctaya.core.deferred_imports import is_forwarder
+        from noctaya.k8s import lean_kubernetes
+        lean_kubernetes.install()
+        from kubernetes import config
+        client = config.new_client_from_config(config_file={str(kubeconfig)!r})
+        host = client.configuration.host
+        unloaded = "requests_oauthlib" not in sys.modules
+        kube_config = sys.modules["kubernetes.config.kube_config"]
+        session = kube_config.OAuth2Session(client_id="noctaya")
+        print(json.dumps([host, unloaded, is_forwarder(kube_config.OAuth2Session),
+                          type(session).__module__]))
+        """
+    )
+    assert found == [
+        "https://127.0.0.1:6443",
+        True,
+        True,
+        "requests_oauthlib.oauth2_session",
+    ]

@@ -14,10 +14,11 @@ Two means, both leaving the client's behaviour as it is:
   (a function the `__init__` defines, `__all__` for a star import) runs the real `__init__`
   then, so the package ends up complete.
 - Deferred imports (`import_deferring`): the client's `api_client` imports `dateutil.parser`
-  (to parse a typed model's dates) and `multiprocessing.pool` (for `async_req` calls), and the
-  dynamic client's `resource` imports `yaml` (to print a resource); each is imported when first
-  called. Only on the client's tested major release (`TESTED_MAJOR`), where those names are
-  only ever called.
+  (to parse a typed model's dates) and `multiprocessing.pool` (for `async_req` calls), the
+  dynamic client's `resource` imports `yaml` (to print a resource), and the kubeconfig loader
+  imports `requests_oauthlib` (to refresh an OIDC token); each is imported when first called.
+  Only on the client's tested major release (`TESTED_MAJOR`), where those names are only ever
+  called.
 
 Nothing changes in a process that imported the client before.
 """
@@ -25,7 +26,6 @@ Nothing changes in a process that imported the client before.
 from __future__ import annotations
 
 import ast
-import importlib
 import importlib.util
 import sys
 import types
@@ -38,13 +38,19 @@ from noctaya.core.deferred_imports import import_deferring
 LAZY = ("kubernetes", "kubernetes.config", "kubernetes.utils")
 """Parents before their children: a child's spec is found through its parent's `__path__`."""
 
-DEFERRED = ("dateutil.parser", "multiprocessing.pool", "yaml")
-CLIENT_MODULES = ("kubernetes.client.api_client", "kubernetes.dynamic.resource")
-"""The client's modules that import `DEFERRED`."""
+DEFERRED = {
+    "kubernetes.client.api_client": ("dateutil.parser", "multiprocessing.pool"),
+    "kubernetes.dynamic.resource": ("yaml",),
+    "kubernetes.config.kube_config": ("requests_oauthlib",),
+}
+"""The client's modules, and what each imports only for a call it makes."""
+
+IMPORTED_AT_ONCE = ("kubernetes.client.api_client", "kubernetes.dynamic.resource")
+"""Every user of the client imports these; the others are imported through a lazy package."""
 
 TESTED_MAJOR = 37
-"""The client's major release whose `CLIENT_MODULES` were read for what they do with
-`DEFERRED`: call them, nothing else."""
+"""The client's major release whose `DEFERRED` modules were read for what they do with the
+names they import: call them, nothing else."""
 
 _PLAN = "__lazy_plan__"
 
@@ -56,7 +62,20 @@ def install() -> None:
         _install(name)
     version = str(getattr(sys.modules.get("kubernetes"), "__version__", ""))
     if version.split(".")[0] == str(TESTED_MAJOR):
-        import_deferring(CLIENT_MODULES, DEFERRED)
+        _deferring.update(DEFERRED)
+        import_deferring(IMPORTED_AT_ONCE, _deferred_by(IMPORTED_AT_ONCE))
+
+
+_deferring: dict[str, tuple[str, ...]] = {}
+"""`DEFERRED`, once the installed client is the tested release."""
+
+
+def _deferred_by(modules: tuple[str, ...]) -> list[str]:
+    return [name for module in modules for name in _deferring.get(module, ())]
+
+
+def _import_submodule(name: str) -> None:
+    import_deferring((name,), _deferred_by((name,)))
 
 
 @dataclass
@@ -100,7 +119,7 @@ class LazyPackage(types.ModuleType):
         plan: InitPlan = self.__dict__[_PLAN]
         submodule = plan.submodule_of(attribute)
         if submodule is not None:
-            importlib.import_module(f"{self.__name__}.{submodule}")
+            _import_submodule(f"{self.__name__}.{submodule}")
             self._bind(submodule)  # if it was imported already, its names are not bound yet
             return self.__dict__[attribute]
         if not plan.completed and (not attribute.startswith("__") or attribute == "__all__"):
