@@ -1,5 +1,5 @@
-"""The `kubernetes` client loaded with only the parts the operator and the command use: 13 MiB
-less of the operator's resident memory and a quarter less of its start-up, for code an
+"""The `kubernetes` client loaded with only the parts the operator and the command use: the
+operator's entry imports in 44 MiB instead of 52 and about 15% faster, without code an
 operator in a cluster never calls.
 
 Two means, both leaving the client's behaviour as it is:
