@@ -166,3 +166,26 @@ def test_a_kubeconfig_file_loads_without_the_oidc_refresher_until_it_is_called(
         True,
         "requests_oauthlib.oauth2_session",
     ]
+
+
+def test_another_major_release_gets_lazy_packages_but_imports_as_it_is() -> None:
+    """Loaded by path, so that the release is changed before anything installs it."""
+    found = run(
+        """
+        import importlib.util, json, os, sys
+        package = importlib.util.find_spec("noctaya.k8s")  # found, not imported
+        path = os.path.join(package.submodule_search_locations[0], "lean_kubernetes.py")
+        spec = importlib.util.spec_from_file_location("lean_kubernetes_by_path", path)
+        module = sys.modules[spec.name] = importlib.util.module_from_spec(spec)
+        spec.loader.exec_module(module)
+        module.TESTED_MAJOR = 1
+        module.install()
+        import kubernetes.dynamic.resource, kubernetes.client.api_client
+        print(json.dumps([
+            type(sys.modules["kubernetes"]).__name__,
+            sys.modules["kubernetes.dynamic.resource"].yaml is sys.modules.get("yaml"),
+            "dateutil.parser" in sys.modules,
+        ]))
+        """
+    )
+    assert found == ["LazyPackage", True, True]

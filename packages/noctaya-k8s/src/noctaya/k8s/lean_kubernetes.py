@@ -54,6 +54,9 @@ names they import: call them, nothing else."""
 
 _PLAN = "__lazy_plan__"
 
+_deferring: dict[str, tuple[str, ...]] = {}
+"""`DEFERRED`, once the installed client is the tested release."""
+
 
 def install() -> None:
     if "kubernetes" in sys.modules:
@@ -64,10 +67,6 @@ def install() -> None:
     if version.split(".")[0] == str(TESTED_MAJOR):
         _deferring.update(DEFERRED)
         import_deferring(IMPORTED_AT_ONCE, _deferred_by(IMPORTED_AT_ONCE))
-
-
-_deferring: dict[str, tuple[str, ...]] = {}
-"""`DEFERRED`, once the installed client is the tested release."""
 
 
 def _deferred_by(modules: tuple[str, ...]) -> list[str]:
