@@ -4,21 +4,9 @@ Each check runs in a fresh interpreter: the import happens once per process."""
 
 from __future__ import annotations
 
-import subprocess
-import sys
-import textwrap
 from pathlib import Path
 
-
-def run(code: str) -> str:
-    result = subprocess.run(
-        [sys.executable, "-c", textwrap.dedent(code)],
-        capture_output=True,
-        text=True,
-        timeout=120,
-    )
-    assert result.returncode == 0, result.stderr
-    return result.stdout
+from support.fresh_interpreter import printed_by
 
 
 def test_the_configuration_file_options_load_their_modules_when_used(tmp_path: Path) -> None:
@@ -26,7 +14,7 @@ def test_the_configuration_file_options_load_their_modules_when_used(tmp_path: P
     toml_file.write_text('bind = ["127.0.0.1:9"]\n')
     log_file = tmp_path / "logging.toml"
     log_file.write_text('version = 1\n[loggers.probe]\nlevel = "WARNING"\n')
-    printed = run(
+    printed = printed_by(
         f"""
         import logging, sys
         from noctaya.gateway import lean_hypercorn
@@ -57,7 +45,7 @@ def test_the_configuration_file_options_load_their_modules_when_used(tmp_path: P
 
 
 def test_nothing_changes_where_hypercorn_is_already_imported() -> None:
-    printed = run(
+    printed = printed_by(
         """
         import sys
         import hypercorn.asyncio
@@ -70,7 +58,7 @@ def test_nothing_changes_where_hypercorn_is_already_imported() -> None:
 
 
 def test_a_release_the_patches_were_not_tested_with_is_imported_as_it_is() -> None:
-    printed = run(
+    printed = printed_by(
         """
         import sys
         from noctaya.gateway import lean_hypercorn, tested_versions

@@ -4,13 +4,10 @@ Each case runs in a fresh interpreter, with a package of the test's own."""
 
 from __future__ import annotations
 
-import json
-import subprocess
-import sys
-import textwrap
 from pathlib import Path
 
 import pytest
+from support.fresh_interpreter import json_printed_by
 
 USER = """
 from heavy import helper
@@ -36,21 +33,8 @@ def folder(tmp_path: Path) -> Path:
     return tmp_path
 
 
-def run(folder: Path, code: str) -> object:
-    result = subprocess.run(
-        [sys.executable, "-c", textwrap.dedent(code)],
-        cwd=folder,
-        capture_output=True,
-        text=True,
-        timeout=60,
-    )
-    assert result.returncode == 0, result.stderr
-    return json.loads(result.stdout)
-
-
 def test_calls_reach_the_real_module_which_loads_only_then(folder: Path) -> None:
-    found = run(
-        folder,
+    found = json_printed_by(
         """
         import json, sys
         from noctaya.core.deferred_imports import import_deferring, is_forwarder
@@ -70,6 +54,7 @@ def test_calls_reach_the_real_module_which_loads_only_then(folder: Path) -> None
             "real later": [heavy.part.Thing.value, is_forwarder(heavy.part)],
         }))
         """,
+        folder,
     )
     assert found == {
         "before": [],
@@ -81,8 +66,7 @@ def test_calls_reach_the_real_module_which_loads_only_then(folder: Path) -> None
 
 
 def test_a_module_already_imported_is_used_as_it_is(folder: Path) -> None:
-    found = run(
-        folder,
+    found = json_printed_by(
         """
         import json
         import heavy.part
@@ -91,14 +75,14 @@ def test_a_module_already_imported_is_used_as_it_is(folder: Path) -> None:
         import user
         print(json.dumps([is_forwarder(user.Thing), is_forwarder(user.helper), user.call()]))
         """,
+        folder,
     )
     assert found == [False, False, 123]
 
 
 def test_a_failing_import_leaves_no_stand_in(folder: Path) -> None:
     (folder / "broken.py").write_text("from heavy import helper\nraise RuntimeError('broken')\n")
-    found = run(
-        folder,
+    found = json_printed_by(
         """
         import json, sys
         from noctaya.core.deferred_imports import import_deferring
@@ -107,5 +91,6 @@ def test_a_failing_import_leaves_no_stand_in(folder: Path) -> None:
         except RuntimeError as error:
             print(json.dumps([str(error), "heavy" in sys.modules]))
         """,
+        folder,
     )
     assert found == ["broken", False]

@@ -5,23 +5,13 @@ runs in a fresh interpreter, where the packages are loaded once."""
 
 from __future__ import annotations
 
-import json
-import subprocess
-import sys
-import textwrap
 from pathlib import Path
 
-
-def run(code: str) -> object:
-    result = subprocess.run(
-        [sys.executable, "-c", textwrap.dedent(code)], capture_output=True, text=True, timeout=120
-    )
-    assert result.returncode == 0, result.stderr
-    return json.loads(result.stdout)
+from support.fresh_interpreter import json_printed_by
 
 
 def test_each_name_resolves_to_what_the_full_init_binds() -> None:
-    found = run(
+    found = json_printed_by(
         """
         import json, sys
         from noctaya.k8s import lean_kubernetes
@@ -62,7 +52,7 @@ def test_each_name_resolves_to_what_the_full_init_binds() -> None:
 
 
 def test_a_name_the_init_defines_or_a_star_import_completes_the_package() -> None:
-    found = run(
+    found = json_printed_by(
         """
         import json, sys
         from noctaya.k8s import lean_kubernetes
@@ -88,7 +78,7 @@ def test_a_name_the_init_defines_or_a_star_import_completes_the_package() -> Non
 
 
 def test_a_client_imported_before_is_left_as_it_is() -> None:
-    found = run(
+    found = json_printed_by(
         """
         import json, sys
         import kubernetes
@@ -102,7 +92,7 @@ def test_a_client_imported_before_is_left_as_it_is() -> None:
 
 
 def test_what_the_client_calls_of_a_deferred_module_still_works() -> None:
-    found = run(
+    found = json_printed_by(
         """
         import datetime, json, sys
         from noctaya.k8s import lean_kubernetes
@@ -144,7 +134,7 @@ def test_a_kubeconfig_file_loads_without_the_oidc_refresher_until_it_is_called(
         "users: [{name: u, user: {token: t}}]\n"
         "contexts: [{name: c, context: {cluster: k, user: u}}]\n"
     )
-    found = run(
+    found = json_printed_by(
         f"""
         import json, sys
         from noctaya.core.deferred_imports import is_forwarder
@@ -170,7 +160,7 @@ def test_a_kubeconfig_file_loads_without_the_oidc_refresher_until_it_is_called(
 
 def test_another_major_release_gets_lazy_packages_but_imports_as_it_is() -> None:
     """Loaded by path, so that the release is changed before anything installs it."""
-    found = run(
+    found = json_printed_by(
         """
         import importlib.util, json, os, sys
         package = importlib.util.find_spec("noctaya.k8s")  # found, not imported
