@@ -54,23 +54,26 @@ names they import: call them, nothing else."""
 
 _PLAN = "__lazy_plan__"
 
-_deferring: dict[str, tuple[str, ...]] = {}
-"""`DEFERRED`, once the installed client is the tested release."""
-
 
 def install() -> None:
     if "kubernetes" in sys.modules:
         return
     for name in LAZY:
         _install(name)
-    version = str(getattr(sys.modules.get("kubernetes"), "__version__", ""))
-    if version.split(".")[0] == str(TESTED_MAJOR):
-        _deferring.update(DEFERRED)
+    if _tested_release():
         import_deferring(IMPORTED_AT_ONCE, _deferred_by(IMPORTED_AT_ONCE))
 
 
+def _tested_release() -> bool:
+    """Read from the lazy package's constants: no submodule is imported for it."""
+    version = str(getattr(sys.modules.get("kubernetes"), "__version__", ""))
+    return version.split(".")[0] == str(TESTED_MAJOR)
+
+
 def _deferred_by(modules: tuple[str, ...]) -> list[str]:
-    return [name for module in modules for name in _deferring.get(module, ())]
+    if not _tested_release():
+        return []
+    return [name for module in modules for name in DEFERRED.get(module, ())]
 
 
 def _import_submodule(name: str) -> None:
