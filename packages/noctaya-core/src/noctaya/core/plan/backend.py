@@ -8,7 +8,13 @@ import json
 from collections.abc import Mapping
 from dataclasses import dataclass
 
-from noctaya.core.api import InferenceRuntime, LLMService, Probe
+from noctaya.core.api import (
+    InferenceRuntime,
+    InferenceRuntimeSpec,
+    LLMService,
+    LLMServiceSpec,
+    Probe,
+)
 from noctaya.core.api.kubernetes import EnvVarSource, KeySelector
 from noctaya.core.api.security_context import SecurityContext
 from noctaya.core.errors import NoctayaError
@@ -35,7 +41,7 @@ from noctaya.core.plan.pod_security import (
 )
 from noctaya.core.ports import VendorAdapter
 from noctaya.core.templating import TemplateContext, render_args, render_env_values
-from noctaya.core.vendors import AcceleratorRequest
+from noctaya.core.vendors import AcceleratorPlan, AcceleratorRequest
 
 REASON = "Render"
 DRAIN_GRACE_SECONDS = 10
@@ -127,69 +133,26 @@ def plan_backend(
     *,
     cache: CacheMount | None,
 ) -> BackendPlan:
+    """The backend of `service` on `runtime`: refuse what v0 does not serve, then devices,
+    command, volumes, drain and probes, each from its own part of the two specs."""
     spec, rt = service.spec, runtime.spec
     rt_name = runtime.metadata.name or ""
-    if spec.resources.fraction is not None:
-        raise NoctayaError(
-            REASON,
-            f"resources.fraction is not supported in v0; runtime {json.dumps(rt_name)} serves "
-            "whole devices, set resources.accelerators instead",
-        )
-    sharing = rt.accelerator.sharing
-    if sharing is not None and sharing.supported:
-        raise NoctayaError(
-            REASON,
-            f"runtime {json.dumps(rt_name)} sets accelerator.sharing.supported, which is not "
-            "implemented; Noctaya serves whole devices, set it to false",
-        )
+    _refuse_unsupported(spec, rt, rt_name)
     accelerator = adapter.accelerator_plan(
         AcceleratorRequest(rt_name, rt.accelerator.resource_name, spec.resources.accelerators)
     )
     scheduling = scheduling_of(runtime)
-    context = TemplateContext(
-        model_path=model.path,
-        service_name=service.metadata.name or "",
-        service_namespace=service.metadata.namespace or "",
-    )
-    args = render_args(rt.container.args, spec.runtime.args_override, context)
-    values = render_env_values([item.value for item in rt.container.env], context)
-    env = [
-        Env(item.name, value, item.value_from)
-        for item, value in zip(rt.container.env, values, strict=True)
-    ]
-    env += literal_env(model.env)
-    if model.token_env is not None:
-        env.append(secret_env(model.token_env))
-
-    volumes: list[Volume] = [MemoryVolume("dshm")]
-    mounts = [Mount("dshm", "/dev/shm")]
-    if model.pvc_claim:
-        volumes.append(ClaimVolume("model-store", model.pvc_claim, read_only=True))
-        mounts.append(Mount("model-store", MODEL_STORE_PATH, read_only=True))
-    volumes += [HostPathVolume(m.name, m.host_path) for m in accelerator.host_mounts]
-    mounts += [Mount(m.name, m.mount_path, m.read_only) for m in accelerator.host_mounts]
-
-    grace = rt.lifecycle.termination_grace_period_seconds
-    prestop = None
-    drain = spec.scaling.drain_timeout
-    if rt.lifecycle.pre_stop_drain and drain.nanoseconds > 0:
-        prestop = drain.ceil_seconds()
-        grace = max(grace or 0, prestop + DRAIN_GRACE_SECONDS)
-
-    port_name = rt.container.port.name
-    health = HttpGet(port=port_name, path=HEALTH_PATH)
-    readiness = _health(rt.health.readiness, HealthCheck(http_get=health))
-    startup = _health(
-        rt.health.startup, HealthCheck(http_get=health, period_seconds=10, failure_threshold=60)
-    )
-    liveness = health_check(rt.health.liveness) if rt.health.liveness is not None else None
+    args, env = _command(service, rt, model)
+    volumes, mounts = _volumes(model, accelerator)
+    prestop, grace = _drain(spec, rt)
+    readiness, startup, liveness = _health_checks(rt)
     checks = [check for check in (readiness, startup, liveness) if check is not None]
     return BackendPlan(
         runtime=rt_name,
         image=rt.container.image,
         args=args,
         env=last_wins(env),
-        port_name=port_name,
+        port_name=rt.container.port.name,
         port=rt.container.port.container_port,
         cpu=str(spec.resources.cpu) if spec.resources.cpu is not None else None,
         memory=str(spec.resources.memory) if spec.resources.memory is not None else None,
@@ -214,3 +177,81 @@ def plan_backend(
             checks,
         ),
     )
+
+
+def _refuse_unsupported(spec: LLMServiceSpec, rt: InferenceRuntimeSpec, rt_name: str) -> None:
+    """Device fractions and shared devices are API fields v0 does not serve: refuse them rather
+    than hand out whole devices the service did not ask for."""
+    if spec.resources.fraction is not None:
+        raise NoctayaError(
+            REASON,
+            f"resources.fraction is not supported in v0; runtime {json.dumps(rt_name)} serves "
+            "whole devices, set resources.accelerators instead",
+        )
+    sharing = rt.accelerator.sharing
+    if sharing is not None and sharing.supported:
+        raise NoctayaError(
+            REASON,
+            f"runtime {json.dumps(rt_name)} sets accelerator.sharing.supported, which is not "
+            "implemented; Noctaya serves whole devices, set it to false",
+        )
+
+
+def _command(
+    service: LLMService, rt: InferenceRuntimeSpec, model: ResolvedModel
+) -> tuple[tuple[str, ...], list[Env]]:
+    """The serving container's args and env: the runtime's, templated with the model path and
+    the service's name, then the model's env and its hub token."""
+    context = TemplateContext(
+        model_path=model.path,
+        service_name=service.metadata.name or "",
+        service_namespace=service.metadata.namespace or "",
+    )
+    args = render_args(rt.container.args, service.spec.runtime.args_override, context)
+    values = render_env_values([item.value for item in rt.container.env], context)
+    env = [
+        Env(item.name, value, item.value_from)
+        for item, value in zip(rt.container.env, values, strict=True)
+    ]
+    env += literal_env(model.env)
+    if model.token_env is not None:
+        env.append(secret_env(model.token_env))
+    return args, env
+
+
+def _volumes(
+    model: ResolvedModel, accelerator: AcceleratorPlan
+) -> tuple[list[Volume], list[Mount]]:
+    """Shared memory, the model's claim when it comes from one (read-only), and the host paths
+    the vendor's devices need; the cache is the caller's `CacheMount`."""
+    volumes: list[Volume] = [MemoryVolume("dshm")]
+    mounts = [Mount("dshm", "/dev/shm")]
+    if model.pvc_claim:
+        volumes.append(ClaimVolume("model-store", model.pvc_claim, read_only=True))
+        mounts.append(Mount("model-store", MODEL_STORE_PATH, read_only=True))
+    volumes += [HostPathVolume(m.name, m.host_path) for m in accelerator.host_mounts]
+    mounts += [Mount(m.name, m.mount_path, m.read_only) for m in accelerator.host_mounts]
+    return volumes, mounts
+
+
+def _drain(spec: LLMServiceSpec, rt: InferenceRuntimeSpec) -> tuple[int | None, int | None]:
+    """The preStop sleep and the termination grace period: with `preStopDrain`, the pod sleeps
+    for the service's drain timeout and is given that plus `DRAIN_GRACE_SECONDS` to stop."""
+    grace = rt.lifecycle.termination_grace_period_seconds
+    drain = spec.scaling.drain_timeout
+    if not rt.lifecycle.pre_stop_drain or drain.nanoseconds <= 0:
+        return None, grace
+    prestop = drain.ceil_seconds()
+    return prestop, max(grace or 0, prestop + DRAIN_GRACE_SECONDS)
+
+
+def _health_checks(rt: InferenceRuntimeSpec) -> tuple[HealthCheck, HealthCheck, HealthCheck | None]:
+    """Readiness, startup and liveness: the runtime's probes, or GET /health on the serving port
+    for the first two (startup allows ten minutes); no liveness unless the runtime sets one."""
+    health = HttpGet(port=rt.container.port.name, path=HEALTH_PATH)
+    readiness = _health(rt.health.readiness, HealthCheck(http_get=health))
+    startup = _health(
+        rt.health.startup, HealthCheck(http_get=health, period_seconds=10, failure_threshold=60)
+    )
+    liveness = health_check(rt.health.liveness) if rt.health.liveness is not None else None
+    return readiness, startup, liveness
