@@ -9,9 +9,10 @@ Syntax errors exit 2 (argparse and Go agree); values that parse but are not allo
 from __future__ import annotations
 
 import argparse
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from importlib.metadata import version
+from typing import Any
 
 from noctaya.core.model_source import is_oci_registry
 from noctaya.core.plan.gateway import GatewayDefaults, validate_gateway_replicas
@@ -104,67 +105,71 @@ class OperatorFlags:
             raise FlagError(str(error)) from error
 
 
-def _bool_flag(parser: argparse.ArgumentParser, name: str, default: bool, help: str) -> None:
-    parser.add_argument(
+@dataclass(frozen=True)
+class _Flag:
+    """One flag as `argparse.ArgumentParser.add_argument` takes it: its names, then the rest."""
+
+    names: tuple[str, ...]
+    options: Mapping[str, Any]
+
+
+def _flag(*names: str, **options: Any) -> _Flag:
+    return _Flag(names, options)
+
+
+def _bool_flag(name: str, default: bool, help: str) -> _Flag:
+    """A boolean that takes an optional `=value` (`go_bool`); bare, it means true."""
+    return _flag(
         name, type=go_bool, nargs="?", const=True, default=default, metavar="BOOL", help=help
     )
 
 
-def build_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(
-        prog="noctaya-operator",
-        description="The Noctaya operator: reconciles LLMServices into their serving stack.",
-        allow_abbrev=False,
-    )
-    add = parser.add_argument
-    add("--version", action="store_true", help="print the version and exit")
-    add(
+_MANAGER_FLAGS = (
+    _flag("--version", action="store_true", help="print the version and exit"),
+    _flag(
         "--metrics-bind-address",
         default="0",
         metavar="ADDR",
         help='address the metrics endpoint binds to, like ":8443" or ":8080"; "0" disables it',
-    )
-    add(
+    ),
+    _flag(
         "--health-probe-bind-address",
         default=":8081",
         metavar="ADDR",
         help="address the /healthz and /readyz endpoints bind to",
-    )
+    ),
     _bool_flag(
-        parser,
         "--leader-elect",
         False,
         "elect a leader through a Lease so that only one replica reconciles at a time",
-    )
+    ),
     _bool_flag(
-        parser,
         "--metrics-secure",
         True,
         "serve metrics over HTTPS and only to callers the API server authenticates and allows",
-    )
-    add(
+    ),
+    _flag(
         "--metrics-cert-path",
         default="",
         metavar="DIR",
         help="directory holding the metrics server certificate, re-read when it changes; "
         "empty: a self-signed one is generated at start-up",
-    )
-    add("--metrics-cert-name", default="tls.crt", help="certificate file in --metrics-cert-path")
-    add("--metrics-cert-key", default="tls.key", help="key file in --metrics-cert-path")
+    ),
+    _flag("--metrics-cert-name", default="tls.crt", help="certificate file in --metrics-cert-path"),
+    _flag("--metrics-cert-key", default="tls.key", help="key file in --metrics-cert-path"),
     _bool_flag(
-        parser,
         "--enable-http2",
         False,
         "allow HTTP/2 on the metrics server (off: HTTP/1.1 only, against HTTP/2 stream attacks)",
-    )
-    add("--gateway-image", default=DEFAULT_GATEWAY_IMAGE, help="image of the rendered gateways")
-    add(
+    ),
+    _flag("--gateway-image", default=DEFAULT_GATEWAY_IMAGE, help="image of the rendered gateways"),
+    _flag(
         "--fetch-image",
         default="",
         help="image of the rendered prewarm and OCI staging Jobs, which run noctaya-fetch; "
         "empty: the --gateway-image",
-    )
-    add(
+    ),
+    _flag(
         "--plain-http-registry",
         dest="plain_http_registries",
         action="append",
@@ -172,51 +177,73 @@ def build_parser() -> argparse.ArgumentParser:
         metavar="HOST[:PORT]",
         help="an OCI registry the staging Jobs reach over plain HTTP, such as one served inside "
         "the cluster without TLS (repeat for several); every other registry needs HTTPS",
-    )
-    add(
+    ),
+    _flag(
         "--gateway-replicas",
         type=go_int,
         default=1,
         metavar="N",
         help="gateway replicas per LLMService; more than one adds a PDB and a demand aggregator",
-    )
-    add(
+    ),
+    _flag(
         "--max-concurrent-reconciles",
         type=go_int,
         default=DEFAULT_WORKERS,
         metavar="N",
         help="LLMServices reconciled at once; each reconcile mostly waits on the API server",
-    )
-    add_gateway_default_flags(parser)
-    add(
+    ),
+)
+"""The manager's own flags: endpoints, leader election, images, concurrency."""
+
+_CLIENT_AND_LOG_FLAGS = (
+    _flag(
         "--kubeconfig",
         default=None,
         help="kubeconfig file (default: $KUBECONFIG, then in-cluster, then ~/.kube/config)",
-    )
+    ),
     _bool_flag(
-        parser,
         "--zap-devel",
         False,
         "development logging: human-readable text from debug level; false: JSON lines from "
         "info, what a log pipeline reads",
-    )
-    add(
+    ),
+    _flag(
         "--zap-encoder",
         "--log-format",
         dest="log_format",
         choices=("json", "console", "text"),
         default=None,
         help="log encoding (text is console): overrides the --zap-devel default",
-    )
-    add(
+    ),
+    _flag(
         "--zap-log-level",
         "--log-level",
         dest="log_level",
         type=log_level,
         default=None,
         help="debug, info, error, panic, or an integer > 0 for more verbose debug output",
+    ),
+)
+"""How the operator reaches the API server, and how it logs."""
+
+
+def build_parser() -> argparse.ArgumentParser:
+    """The manager's flags, the `--gateway-*` defaults (shared with `noctaya render`), then
+    the client and logging flags, in the order `--help` and the flags page list them."""
+    parser = argparse.ArgumentParser(
+        prog="noctaya-operator",
+        description="The Noctaya operator: reconciles LLMServices into their serving stack.",
+        allow_abbrev=False,
     )
+    _add_flags(parser, _MANAGER_FLAGS)
+    add_gateway_default_flags(parser)
+    _add_flags(parser, _CLIENT_AND_LOG_FLAGS)
     return parser
+
+
+def _add_flags(parser: argparse.ArgumentParser, flags: Sequence[_Flag]) -> None:
+    for flag in flags:
+        parser.add_argument(*flag.names, **flag.options)
 
 
 def parse_flags(argv: Sequence[str] | None = None) -> OperatorFlags:
