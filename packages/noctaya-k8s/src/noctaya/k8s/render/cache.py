@@ -19,7 +19,7 @@ from noctaya.core.cache_planning import (
     PrewarmPlan,
     PvcCache,
 )
-from noctaya.core.plan.backend import secret_env
+from noctaya.core.plan.backend import BackendPlan, secret_env
 from noctaya.core.plan.container import Env, ScratchVolume
 from noctaya.core.plan.serving import ServingPlan, cache_volume
 from noctaya.k8s.apply import with_create_once_hash
@@ -74,6 +74,39 @@ def render_prewarm_job(plan: ServingPlan) -> Obj | None:
         return None
     svc, backend = plan.service, plan.backend
     labels = selector_labels(svc)  # no runtime label: the backend Pod watch ignores these pods
+    obj = new_object("batch/v1", "Job", svc.prewarm_job, svc.namespace, labels)
+    obj["spec"] = {
+        "backoffLimit": PREWARM_BACKOFF_LIMIT,
+        "podFailurePolicy": _pod_failure_policy(),
+        "template": {
+            "metadata": template_metadata(labels, backend.scheduling),
+            "spec": _prewarm_pod(prewarm, backend),
+        },
+    }
+    return with_create_once_hash(obj)
+
+
+def _pod_failure_policy() -> Obj:
+    """A permanent fetch failure fails the Job at once; a disrupted pod (evicted, preempted)
+    does not count against the backoff limit."""
+    return {
+        "rules": [
+            {
+                "action": "FailJob",
+                "onExitCodes": {
+                    "containerName": PREWARM_CONTAINER,
+                    "operator": "In",
+                    "values": [FETCH_PERMANENT_FAILURE],
+                },
+            },
+            {"action": "Ignore", "onPodConditions": [{"type": "DisruptionTarget"}]},
+        ]
+    }
+
+
+def _prewarm_pod(prewarm: PrewarmPlan, backend: BackendPlan) -> Obj:
+    """The fetcher's pod: the cache and a scratch volume, the registry credentials when the
+    service names a Secret, and the backend's pull secrets and node placement."""
     volumes = [
         volume(cache_volume(prewarm.volume, read_only=False)),
         volume(ScratchVolume(SCRATCH_VOLUME_NAME)),
@@ -111,25 +144,7 @@ def render_prewarm_job(plan: ServingPlan) -> Obj | None:
     }
     set_image_pull_secrets(pod, backend.image_pull_secrets)
     apply_scheduling(pod, backend.scheduling)
-    obj = new_object("batch/v1", "Job", svc.prewarm_job, svc.namespace, labels)
-    obj["spec"] = {
-        "backoffLimit": PREWARM_BACKOFF_LIMIT,
-        "podFailurePolicy": {
-            "rules": [
-                {
-                    "action": "FailJob",
-                    "onExitCodes": {
-                        "containerName": PREWARM_CONTAINER,
-                        "operator": "In",
-                        "values": [FETCH_PERMANENT_FAILURE],
-                    },
-                },
-                {"action": "Ignore", "onPodConditions": [{"type": "DisruptionTarget"}]},
-            ]
-        },
-        "template": {"metadata": template_metadata(labels, backend.scheduling), "spec": pod},
-    }
-    return with_create_once_hash(obj)
+    return pod
 
 
 def _prewarm_env(prewarm: PrewarmPlan) -> list[Env]:
