@@ -189,58 +189,83 @@ class RegistryClient:
             raise DownloadStopped(self._source, "stopped after another blob failed")
         response = self._request(url, headers, stream=True)
         with response:
-            if offset and response.status_code == 416:
-                raise _ResumeRefused(f"the registry refused to resume at byte {offset} (HTTP 416)")
-            if offset and response.status_code == 206 and not _starts_at(response, offset):
-                raise _ResumeRefused(
-                    f"asked for bytes from {offset}, the registry sent "
-                    f"{response.headers.get('Content-Range')!r}"
-                )
-            if response.status_code == 200 and offset:
+            start = self._body_start(layer, response, offset)
+            if start != offset:
                 advance(-offset)  # the registry ignored the range: the bytes come again
-                hasher, offset = hashlib.sha256(), 0
-            elif response.status_code not in (200, 206):
-                raise http_failure(
-                    self._source,
-                    response.status_code,
-                    f"download of blob {layer.digest}",
-                    response.headers.get("Retry-After"),
-                )
-            resumed = offset > 0
-            written = offset
-            body = _body(response)
-            output.seek(offset)
-            output.truncate()
-            writeback = Writeback(output, offset)
-            while True:
-                try:
-                    chunk = next(body, None)
-                except (requests.RequestException, HTTPException, OSError) as error:
-                    raise _connection_error(self._source, error) from None
-                if chunk is None:
-                    break
-                if stop.is_set():
-                    raise DownloadStopped(self._source, "stopped after another blob failed")
-                written += len(chunk)
-                if written > layer.size:
-                    if resumed:
-                        raise _ResumeRefused(f"the resumed blob runs past its {layer.size} bytes")
-                    raise PermanentFetchError(
-                        self._source,
-                        f"blob {layer.digest} is larger than the {layer.size} bytes "
-                        "its descriptor declares",
-                    )
-                output.write(chunk)
-                hasher.update(chunk)
-                advance(len(chunk))
-                writeback.written_to(written)
-            output.flush()
-            os.fsync(output.fileno())
+                hasher = hashlib.sha256()
+            written = self._write_body(layer, response, output, start, hasher, advance, stop)
         if written < layer.size:
             raise TransientFetchError(
                 self._source, f"blob {layer.digest} ended after {written} of {layer.size} bytes"
             )
-        return hasher.hexdigest(), resumed
+        return hasher.hexdigest(), start > 0
+
+    def _body_start(self, layer: Layer, response: requests.Response, offset: int) -> int:
+        """Where in the blob the response's body starts: at `offset` for a resume (206), at 0
+        when the registry sends the whole blob (200). Raises `_ResumeRefused` for a resume that
+        cannot be used and the HTTP failure for any other status."""
+        status = response.status_code
+        if offset and status == 416:
+            raise _ResumeRefused(f"the registry refused to resume at byte {offset} (HTTP 416)")
+        if offset and status == 206 and not _starts_at(response, offset):
+            raise _ResumeRefused(
+                f"asked for bytes from {offset}, the registry sent "
+                f"{response.headers.get('Content-Range')!r}"
+            )
+        if status == 200:
+            return 0
+        if status == 206:
+            return offset
+        raise http_failure(
+            self._source,
+            status,
+            f"download of blob {layer.digest}",
+            response.headers.get("Retry-After"),
+        )
+
+    def _write_body(
+        self,
+        layer: Layer,
+        response: requests.Response,
+        output: BinaryIO,
+        start: int,
+        hasher: Any,
+        advance: Callable[[int], None],
+        stop: threading.Event,
+    ) -> int:
+        """Write the body into `output` from `start`, hashing and counting each chunk, then
+        sync it; return the file's length. A body longer than the blob ends the transfer: as a
+        refused resume when it continued a partial file, as a permanent failure otherwise."""
+        written = start
+        body = _body(response)
+        output.seek(start)
+        output.truncate()
+        writeback = Writeback(output, start)
+        while True:
+            try:
+                chunk = next(body, None)
+            except (requests.RequestException, HTTPException, OSError) as error:
+                raise _connection_error(self._source, error) from None
+            if chunk is None:
+                break
+            if stop.is_set():
+                raise DownloadStopped(self._source, "stopped after another blob failed")
+            written += len(chunk)
+            if written > layer.size:
+                if start:
+                    raise _ResumeRefused(f"the resumed blob runs past its {layer.size} bytes")
+                raise PermanentFetchError(
+                    self._source,
+                    f"blob {layer.digest} is larger than the {layer.size} bytes "
+                    "its descriptor declares",
+                )
+            output.write(chunk)
+            hasher.update(chunk)
+            advance(len(chunk))
+            writeback.written_to(written)
+        output.flush()
+        os.fsync(output.fileno())
+        return written
 
     def _connect(self) -> _Registry:
         """The SDK client, with the auth scheme the registry asks for and the mounted config."""
