@@ -60,7 +60,7 @@ matrix: sync
 	bash hack/test-kubernetes-matrix.sh
 
 demo: sync
-	.venv/bin/python -m noctaya.gateway.local.demo examples/local/engine-stub.yaml
+	.venv/bin/python -m noctaya.local.demo examples/local/engine-stub.yaml
 
 crds: sync
 	.venv/bin/noctaya crds --output config/crd/bases

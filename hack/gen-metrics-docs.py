@@ -16,9 +16,9 @@ from collections.abc import Callable, Iterable
 from pathlib import Path
 
 from noctaya.gateway.aggregator.metrics import AggregatorMetrics
-from noctaya.gateway.exposition import Histogram, Registry
-from noctaya.gateway.metrics import GatewayMetrics
-from noctaya.gateway.variables import AGGREGATOR_SETTINGS, GATEWAY_SETTINGS, Setting
+from noctaya.gateway.metrics.exposition import Histogram, Registry
+from noctaya.gateway.metrics.gateway_metrics import GatewayMetrics
+from noctaya.gateway.process.variables import AGGREGATOR_SETTINGS, GATEWAY_SETTINGS, Setting
 from noctaya.k8s.docs.markdown import cell, code, table
 from noctaya.k8s.docs.metrics import Family, MetricSource, metrics_page, prometheus_families
 from noctaya.k8s.operator.metrics import ControllerMetrics

@@ -14,13 +14,13 @@ from pathlib import Path
 
 from grpc_tools import protoc
 
-SRC_ROOT = Path(__file__).resolve().parent.parent / "packages" / "noctaya-gateway" / "src"
-PROTO = "noctaya/gateway/scaler/_proto/externalscaler.proto"
+SRC_ROOT = Path(__file__).resolve().parent.parent / "packages" / "noctaya-local" / "src"
+PROTO = "noctaya/local/externalscaler/externalscaler.proto"
 GENERATED = ("externalscaler_pb2.py", "externalscaler_pb2.pyi", "externalscaler_pb2_grpc.py")
 
 
 def generate(out_root: Path) -> None:
-    """Write the stubs under `out_root`/noctaya/gateway/scaler/_proto (import paths included)."""
+    """Write the stubs under `out_root`/noctaya/local/externalscaler (import paths included)."""
     out_root.mkdir(parents=True, exist_ok=True)
     code = protoc.main(
         [

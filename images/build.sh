@@ -33,9 +33,7 @@ work=$out/work
 rm -rf "$work"
 mkdir -p "$work/dist"
 
-(cd "$repo" && "$uv" build --quiet --all-packages --wheel -o "$work/dist" &&
-  "$uv" export --quiet --frozen --no-dev --all-packages --no-emit-workspace \
-    -o "$work/dist/requirements.txt")
+(cd "$repo" && bash images/build-wheels.sh "$work/dist" "$uv")
 bash "$repo/images/build-rootfs.sh" "$work/rootfs" "$work/shell"
 bash "$repo/images/install-wheels.sh" "$work/rootfs" "$work/dist" "$uv"
 

@@ -42,7 +42,7 @@ REPO = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(REPO / "tests"))
 
 from local.support import plan_file, runtime_doc, service_doc, write_manifest  # noqa: E402
-from noctaya.gateway.local.plan import EnginePlan  # noqa: E402
+from noctaya.local.plan import EnginePlan  # noqa: E402
 from support.llama_cpp import example_runtime, locate_llama_cpp_python  # noqa: E402
 from support.ports import free_port  # noqa: E402
 from support.tiny_llama import write_tiny_llama  # noqa: E402

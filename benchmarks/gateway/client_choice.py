@@ -18,8 +18,8 @@ import aiohttp
 import httpx
 from hypercorn.asyncio import serve
 from hypercorn.config import Config
-from noctaya.gateway import process
-from noctaya.gateway.server_patches import install_server_patches
+from noctaya.gateway.process import running as process
+from noctaya.gateway.server.patches import install_server_patches
 
 Scope = dict[str, Any]
 Receive = Callable[[], Awaitable[dict[str, Any]]]

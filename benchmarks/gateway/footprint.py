@@ -23,7 +23,10 @@ from pathlib import Path
 
 from benchmarks.gateway import procs
 
-ENTRY = {"gateway": "noctaya.gateway.gateway_main", "aggregator": "noctaya.gateway.aggregator.main"}
+ENTRY = {
+    "gateway": "noctaya.gateway.process.gateway_main",
+    "aggregator": "noctaya.gateway.aggregator.main",
+}
 SETTLE_SECONDS = 1.0
 POLL_SECONDS = 0.005
 
@@ -69,7 +72,7 @@ def warm(modes: list[str], env: dict[str, str]) -> None:
 def _import_ms(module: str, env: dict[str, str]) -> float:
     code = (  # as `noctaya-gateway` imports it (`load_entry`, where the revision has it)
         "import importlib, time; t = time.perf_counter(); "
-        "from noctaya.gateway import cli; "
+        "from noctaya.gateway.process import cli; "
         f"getattr(cli, 'load_entry', importlib.import_module)('{module}'); "
         "print((time.perf_counter() - t) * 1e3)"
     )

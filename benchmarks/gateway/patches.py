@@ -32,7 +32,7 @@ import tracemalloc
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 
-from noctaya.gateway.receive_queue import ReceiveQueue
+from noctaya.gateway.server.patches.receive_queue import ReceiveQueue
 
 from benchmarks.gateway import procs, streams, wrk
 from benchmarks.gateway.table import print_table

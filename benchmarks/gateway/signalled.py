@@ -1,7 +1,7 @@
 """A gateway process measured between two signals, so that only the measured load counts (not
 imports, startup or warm-up): SIGUSR1 starts the measurement, SIGUSR2 ends it and writes it to
 STATS_FILE, the first argument; the rest are the gateway's. It imports only
-`noctaya.gateway.cli`, so it runs any revision's gateway (PYTHONPATH picks which).
+`noctaya.gateway.process.cli`, so it runs any revision's gateway (PYTHONPATH picks which).
 """
 
 from __future__ import annotations
@@ -12,7 +12,7 @@ import sys
 from collections.abc import Callable
 from types import FrameType
 
-from noctaya.gateway.cli import main as gateway_main
+from noctaya.gateway.process.cli import main as gateway_main
 
 
 def run_measured(start: Callable[[], None], write: Callable[[str], None]) -> int:

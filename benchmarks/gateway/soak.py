@@ -37,8 +37,8 @@ import h2.events
 import h2.exceptions
 import h2.settings
 from hyperframe.frame import SettingsFrame
-from noctaya.gateway.scaler._proto import externalscaler_pb2 as pb
-from noctaya.gateway.scaler._proto import externalscaler_pb2_grpc as pb_grpc
+from noctaya.local.externalscaler import externalscaler_pb2 as pb
+from noctaya.local.externalscaler import externalscaler_pb2_grpc as pb_grpc
 
 from benchmarks.gateway import procs
 

@@ -22,7 +22,7 @@ import time
 from collections.abc import Iterator
 
 import aiohttp
-from noctaya.gateway import process
+from noctaya.gateway.process import running as process
 
 PATH = "/v1/chat/completions"
 BODY = {"model": "stub", "messages": [{"role": "user", "content": "hi"}], "stream": True}

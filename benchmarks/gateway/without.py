@@ -13,7 +13,8 @@ import os
 import sys
 from collections.abc import Callable
 
-from noctaya.gateway import cli, server_patches
+from noctaya.gateway.process import cli
+from noctaya.gateway.server import patches as server_patches
 
 ENVIRONMENT = "BENCH_WITHOUT"
 
@@ -45,7 +46,7 @@ def _restore(owner: str, attribute: str, original: str) -> Callable[[], None]:
 
 
 def _default_task_factory() -> None:
-    from noctaya.gateway import process
+    from noctaya.gateway.process import running as process
 
     process._task_named_for_its_coroutine = None  # type: ignore[assignment]
 
@@ -55,7 +56,7 @@ UNDO: dict[str, Callable[[], None]] = {
     "slim-events": _drop_installer("slim_connections"),
     "task-names": _default_task_factory,
     "h2-immediate-send": _restore(
-        "noctaya.gateway.http2.protocol.GatewayH2Protocol",
+        "noctaya.gateway.server.patches.http2.protocol.GatewayH2Protocol",
         "stream_send",
         "hypercorn.protocol.h2.H2Protocol",
     ),

@@ -46,7 +46,7 @@ sys.path.insert(0, str(REPO / "tests"))
 
 from local.many import status, stream_chat, stub_file  # noqa: E402
 from local.support import service_doc, write_manifest  # noqa: E402
-from noctaya.gateway.local import log_lines  # noqa: E402
+from noctaya.local import log_lines  # noqa: E402
 from support.llama_cpp import example_runtime, locate_llama_cpp_python  # noqa: E402
 from support.ports import free_port  # noqa: E402
 from support.tiny_llama import write_tiny_llama  # noqa: E402
@@ -102,7 +102,7 @@ class Local:
     """`noctaya-local` on the folder, its output kept."""
 
     def __init__(self, folder: Path, logs: Path, residency: str) -> None:
-        command = [sys.executable, "-m", "noctaya.gateway.local", str(folder)]
+        command = [sys.executable, "-m", "noctaya.local", str(folder)]
         flags = ["--listen", "127.0.0.1:0", "--devices", "0", "--min-residency", residency]
         self.process = subprocess.Popen(
             [*command, *flags, "--logs", str(logs)],

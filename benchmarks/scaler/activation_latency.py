@@ -41,8 +41,8 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
 
 import procs
 from loadgen import percentile, print_table
-from noctaya.gateway.scaler._proto import externalscaler_pb2 as pb
-from noctaya.gateway.scaler._proto import externalscaler_pb2_grpc as pb_grpc
+from noctaya.local.externalscaler import externalscaler_pb2 as pb
+from noctaya.local.externalscaler import externalscaler_pb2_grpc as pb_grpc
 
 from benchmarks.gateway import revision
 

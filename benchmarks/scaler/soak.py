@@ -26,8 +26,8 @@ sys.path.insert(0, os.path.dirname(__file__))
 
 import procs
 from loadgen import percentile, print_table, read_response
-from noctaya.gateway.scaler._proto import externalscaler_pb2 as pb
-from noctaya.gateway.scaler._proto import externalscaler_pb2_grpc as pb_grpc
+from noctaya.local.externalscaler import externalscaler_pb2 as pb
+from noctaya.local.externalscaler import externalscaler_pb2_grpc as pb_grpc
 
 GOOD = {"targetValue": "1"}
 ops: Counter[str] = Counter()

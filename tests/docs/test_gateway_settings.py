@@ -12,8 +12,8 @@ from pathlib import Path
 
 from noctaya.core.plan import gateway_env
 from noctaya.gateway.aggregator.config import load_config as load_aggregator_config
-from noctaya.gateway.config import load_config as load_gateway_config
-from noctaya.gateway.variables import AGGREGATOR_SETTINGS, GATEWAY_SETTINGS
+from noctaya.gateway.process.config import load_config as load_gateway_config
+from noctaya.gateway.process.variables import AGGREGATOR_SETTINGS, GATEWAY_SETTINGS
 
 REPO = Path(__file__).resolve().parents[2]
 GATEWAY_SOURCES = REPO / "packages" / "noctaya-gateway" / "src"

@@ -23,12 +23,12 @@ from urllib.parse import urlsplit
 import pytest
 import yaml
 from local.support import LocalMode, wait_until
-from noctaya.gateway.local import log_lines
-from noctaya.gateway.local.command import LOCAL_COMMAND_ANNOTATION
-from noctaya.gateway.local.live_files import WATCH_INTERVAL
-from noctaya.gateway.local.readiness import LOADING_PERIOD
-from noctaya.gateway.local.swaps import DEFAULT_MIN_RESIDENCY
-from noctaya.gateway.local.workloads import GATEWAY_STOP_GRACE
+from noctaya.local import log_lines
+from noctaya.local.command import LOCAL_COMMAND_ANNOTATION
+from noctaya.local.live_files import WATCH_INTERVAL
+from noctaya.local.readiness import LOADING_PERIOD
+from noctaya.local.swaps import DEFAULT_MIN_RESIDENCY
+from noctaya.local.workloads import GATEWAY_STOP_GRACE
 from support.envtest.prerequisites import required
 from support.llama_cpp import locate_llama_cpp_python
 from support.ports import free_port

@@ -14,8 +14,8 @@ from typing import Any
 
 import aiohttp
 import pytest
-from noctaya.gateway.config import GatewayConfig
-from noctaya.gateway.server import GatewayServer
+from noctaya.gateway.process.config import GatewayConfig
+from noctaya.gateway.process.gateway_server import GatewayServer
 
 from .support import (
     Command,

@@ -19,8 +19,8 @@ from typing import Any
 import aiohttp
 from noctaya.gateway.engine_stub import EngineStub, StubSettings
 from noctaya.gateway.engine_stub.http11 import Exchange, Request, serve
-from noctaya.gateway.exposition import Registry
-from noctaya.gateway.server import GatewayServer
+from noctaya.gateway.metrics.exposition import Registry
+from noctaya.gateway.process.gateway_server import GatewayServer
 
 BIN = Path(sys.executable).parent
 

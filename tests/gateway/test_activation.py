@@ -5,7 +5,7 @@ from __future__ import annotations
 import time
 
 import aiohttp
-from noctaya.gateway.config import ColdStartMode
+from noctaya.gateway.process.config import ColdStartMode
 
 from .conftest import StartGateway
 from .support import Engine, eventually

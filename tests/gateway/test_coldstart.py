@@ -9,9 +9,9 @@ import time
 
 import aiohttp
 import pytest
-from noctaya.gateway.coldstart import ColdWaits, Outcome
-from noctaya.gateway.config import ColdStartMode
-from noctaya.gateway.readiness import ReadinessProbe
+from noctaya.gateway.backend.readiness import ReadinessProbe
+from noctaya.gateway.process.config import ColdStartMode
+from noctaya.gateway.requests.coldstart import ColdWaits, Outcome
 from noctaya.gateway.upstream import UpstreamPool
 from support.fake_clock import FakeClock
 

@@ -15,9 +15,9 @@ from pathlib import Path
 import aiohttp
 import grpc
 import pytest
-from noctaya.gateway.listen_socket import listen_socket
-from noctaya.gateway.scaler._proto import externalscaler_pb2 as pb
-from noctaya.gateway.scaler._proto import externalscaler_pb2_grpc as pb_grpc
+from noctaya.gateway.server.listen_socket import listen_socket
+from noctaya.local.externalscaler import externalscaler_pb2 as pb
+from noctaya.local.externalscaler import externalscaler_pb2_grpc as pb_grpc
 
 from .support import (
     BIN,

@@ -5,8 +5,8 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
-from noctaya.gateway.config import MIB, ColdStartMode, load_config
-from noctaya.gateway.settings import ConfigError
+from noctaya.gateway.process.config import MIB, ColdStartMode, load_config
+from noctaya.gateway.process.config_shared import ConfigError
 
 BACKEND = {"NOCTAYA_BACKEND_URL": "http://svc-backend.ns.svc:8000"}
 

@@ -11,7 +11,7 @@ from collections.abc import Awaitable, Callable
 
 import aiohttp
 import pytest
-from noctaya.gateway import head_timeout
+from noctaya.gateway.server.patches import head_timeout
 
 from .conftest import StartGateway
 from .h2_client import RawH2, request_headers

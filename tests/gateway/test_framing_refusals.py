@@ -9,7 +9,7 @@ import json
 import logging
 
 import pytest
-from noctaya.gateway.framing_refusals import HEAD_START, refusal
+from noctaya.gateway.server.patches.framing_refusals import HEAD_START, refusal
 
 from .conftest import StartGateway
 from .support import Engine

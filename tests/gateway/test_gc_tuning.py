@@ -9,7 +9,7 @@ import sys
 
 SERVE_AND_REPORT = """
 import asyncio, gc, json, os, signal, sys
-from noctaya.gateway import gateway_main
+from noctaya.gateway.process import gateway_main
 
 async def main():
     async def report():

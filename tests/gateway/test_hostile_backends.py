@@ -10,8 +10,8 @@ import contextlib
 import aiohttp
 import httpx
 import pytest
-from noctaya.gateway.config import load_config
-from noctaya.gateway.settings import ConfigError
+from noctaya.gateway.process.config import load_config
+from noctaya.gateway.process.config_shared import ConfigError
 from noctaya.gateway.upstream import UpstreamPool
 
 from .conftest import StartGateway

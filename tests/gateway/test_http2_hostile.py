@@ -15,7 +15,7 @@ import h2.errors
 import h2.settings
 import pytest
 from hypercorn.protocol.h2 import BUFFER_HIGH_WATER
-from noctaya.gateway.http2.floods import RESET_BURST, RESET_RATE
+from noctaya.gateway.server.patches.http2.floods import RESET_BURST, RESET_RATE
 from noctaya.gateway.upstream.connection import HIGH_WATER as UPSTREAM_HIGH_WATER
 
 from .conftest import StartGateway

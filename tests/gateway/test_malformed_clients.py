@@ -10,9 +10,9 @@ import socket
 
 import aiohttp
 import pytest
-from noctaya.gateway import tcp_close
-from noctaya.gateway.config import GatewayConfig
-from noctaya.gateway.server import hypercorn_config
+from noctaya.gateway.process.config import GatewayConfig
+from noctaya.gateway.server.hypercorn_config import hypercorn_config
+from noctaya.gateway.server.patches import tcp_close
 
 from .conftest import StartGateway
 from .firehose import start_firehose

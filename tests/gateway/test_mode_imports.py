@@ -13,11 +13,11 @@ import subprocess
 import sys
 
 import pytest
-from noctaya.gateway.cli import MODE_ENTRIES
+from noctaya.gateway.process.cli import MODE_ENTRIES
 
 LIST_MODULES = (
     "import importlib, json, sys\n"
-    "from noctaya.gateway.cli import MODE_ENTRIES, load_entry\n"
+    "from noctaya.gateway.process.cli import MODE_ENTRIES, load_entry\n"
     "entry = sys.argv[1] in MODE_ENTRIES.values()\n"
     "(load_entry if entry else importlib.import_module)(sys.argv[1])\n"
     "print(json.dumps(sorted(sys.modules)))\n"
@@ -30,12 +30,12 @@ versions it needs), `decimal` (only for a body limit given as a quantity) and ar
 for a command line the operator does not render)."""
 HTTP_SERVER = ("hypercorn", "h2")  # the gateway's and the scaler's
 UNUSED_BY_HYPERCORN = ("multiprocessing", "logging.config", "tomllib", "tempfile")
-"""What hypercorn loads for options no mode sets (`lean_hypercorn`)."""
+"""What hypercorn loads for options no mode sets (`server.lean_import`)."""
 PROXY_STACK = (
-    "noctaya.gateway.server",
-    "noctaya.gateway.app",
-    "noctaya.gateway.proxy",
-    "noctaya.gateway.config",
+    "noctaya.gateway.process.gateway_server",
+    "noctaya.gateway.requests.app",
+    "noctaya.gateway.requests.proxy",
+    "noctaya.gateway.process.config",
     "noctaya.gateway.upstream",
 )
 SCALER_STACK = ("noctaya.gateway.scaler",)  # imported when the scaler starts, not before
@@ -43,7 +43,7 @@ GRPC_RUNTIME = (
     "grpc",
     "google.protobuf",
 )  # the scaler speaks gRPC without them; local mode's client
-REPORTER_STACK = ("noctaya.gateway.reporter",)  # only with several gateways
+REPORTER_STACK = ("noctaya.gateway.demand.reporter",)  # only with several gateways
 AGGREGATOR = ("noctaya.gateway.aggregator",)
 
 
@@ -70,7 +70,7 @@ def present(modules: set[str], packages: tuple[str, ...]) -> list[str]:
     ("module", "absent"),
     [
         (
-            "noctaya.gateway.cli",
+            "noctaya.gateway.process.cli",
             API_MODELS
             + HTTP_SERVER
             + PROXY_STACK
@@ -115,7 +115,11 @@ def test_a_mode_imports_only_what_it_needs(module: str, absent: tuple[str, ...])
     [
         (
             MODE_ENTRIES["gateway"],
-            ("hypercorn", "noctaya.gateway.proxy", "noctaya.gateway.metrics"),
+            (
+                "hypercorn",
+                "noctaya.gateway.requests.proxy",
+                "noctaya.gateway.metrics.gateway_metrics",
+            ),
         ),
         (
             MODE_ENTRIES["aggregator"],

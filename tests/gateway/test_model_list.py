@@ -11,8 +11,8 @@ from pathlib import Path
 
 import aiohttp
 import pytest
-from noctaya.gateway.config import ColdStartMode, GatewayConfig
-from noctaya.gateway.server import GatewayServer
+from noctaya.gateway.process.config import ColdStartMode, GatewayConfig
+from noctaya.gateway.process.gateway_server import GatewayServer
 from scaler.keda import Keda
 from support.ports import free_port
 

@@ -8,7 +8,7 @@ from pathlib import Path
 
 import openai
 import pytest
-from noctaya.gateway.config import ColdStartMode
+from noctaya.gateway.process.config import ColdStartMode
 from openai import AsyncOpenAI
 
 from .conftest import StartGateway

@@ -1,8 +1,8 @@
-"""The ledger (`server_patches.md`, beside the patches) has an entry for every change the gateway
-makes to hypercorn, h2, h11 and asyncio, and nothing it no longer makes: the changes are found by
-comparing those libraries' modules and classes before and after `install_server_patches()`, in
-a fresh interpreter, and, for the names hypercorn was given at its import (`lean_hypercorn`),
-by finding its names bound to stand-ins."""
+"""The ledger (`server/patches/ledger.md`, beside the patches) has an entry for every change the
+gateway makes to hypercorn, h2, h11 and asyncio, and nothing it no longer makes: the changes are
+found by comparing those libraries' modules and classes before and after
+`install_server_patches()`, in a fresh interpreter, and, for the names hypercorn was given at its
+import (`server.lean_import`), by finding its names bound to stand-ins."""
 
 from __future__ import annotations
 
@@ -12,16 +12,18 @@ import subprocess
 import sys
 from pathlib import Path
 
-import noctaya.gateway
+import noctaya.gateway.server.patches
 
-LEDGER = Path(noctaya.gateway.__file__).parent / "server_patches.md"
+LEDGER = Path(noctaya.gateway.server.patches.__file__).parent / "ledger.md"
 CHANGED = """
 import json, sys
-from noctaya.core.deferred_imports import is_forwarder
-from noctaya.gateway import lean_hypercorn
-lean_hypercorn.import_hypercorn()
-import noctaya.gateway.aggregator.server, noctaya.gateway.scaler.server, noctaya.gateway.server
-from noctaya.gateway.server_patches import install_server_patches
+from noctaya.gateway.server.lean_import import is_forwarder
+from noctaya.gateway.server import lean_import
+lean_import.import_hypercorn()
+import noctaya.gateway.aggregator.server
+import noctaya.gateway.process.gateway_server
+import noctaya.gateway.scaler.server
+from noctaya.gateway.server.patches import install_server_patches
 
 LIBRARIES = {"hypercorn", "h2", "h11", "hpack", "hyperframe", "priority", "wsproto", "asyncio"}
 

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import asyncio
 
-from noctaya.gateway import process
+from noctaya.gateway.process import running as process
 
 
 async def _held() -> None:

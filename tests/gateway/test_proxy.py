@@ -10,7 +10,7 @@ from collections.abc import AsyncIterator
 
 import aiohttp
 import pytest
-from noctaya.gateway.config import ColdStartMode
+from noctaya.gateway.process.config import ColdStartMode
 
 from .conftest import StartGateway
 from .support import (

@@ -7,7 +7,7 @@ from __future__ import annotations
 import asyncio
 
 from hypercorn.typing import HTTPRequestEvent
-from noctaya.gateway.receive_queue import ReceiveQueue
+from noctaya.gateway.server.patches.receive_queue import ReceiveQueue
 
 BODY: HTTPRequestEvent = {"type": "http.request", "body": b"", "more_body": False}
 

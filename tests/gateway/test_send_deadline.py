@@ -7,8 +7,8 @@ import asyncio
 from typing import Any
 
 import pytest
-from noctaya.gateway.responses import Message
-from noctaya.gateway.send_timeout import ClientStalled, SendDeadline
+from noctaya.gateway.requests.responses import Message
+from noctaya.gateway.requests.send_timeout import ClientStalled, SendDeadline
 
 
 class _Client:

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import asyncio
 
-from noctaya.gateway.slim_connections import SlimEvent
+from noctaya.gateway.server.patches.slim_connections import SlimEvent
 
 
 async def test_a_set_wakes_every_waiter() -> None:

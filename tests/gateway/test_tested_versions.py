@@ -11,9 +11,9 @@ import pytest
 from hypercorn.asyncio.task_group import TaskGroup
 from hypercorn.asyncio.tcp_server import TCPServer
 from hypercorn.asyncio.worker_context import WorkerContext
-from noctaya.gateway import head_timeout, http2, tested_versions
-from noctaya.gateway.server_patches import install_server_patches
-from noctaya.gateway.tested_versions import (
+from noctaya.gateway.server import tested_versions
+from noctaya.gateway.server.patches import head_timeout, http2, install_server_patches
+from noctaya.gateway.server.tested_versions import (
     TESTED_LINES,
     UntestedServerLibrary,
     installed_version,

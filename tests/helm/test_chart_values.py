@@ -15,7 +15,7 @@ from typing import Any
 import pytest
 import yaml
 from noctaya.core.plugins import VendorRegistry
-from noctaya.gateway.variables import GATEWAY_SETTINGS
+from noctaya.gateway.process.variables import GATEWAY_SETTINGS
 from noctaya.k8s.offline import render_files
 from noctaya.k8s.operator.flags import parse_flags, validate
 

@@ -184,11 +184,23 @@ def _healthy(url: str) -> bool:
         return False
 
 
-def test_the_image_holds_the_locked_dependencies_and_the_repository_wheels_only(
+IMAGE_PACKAGES = (
+    "noctaya-core",
+    "noctaya-k8s",
+    "noctaya-gateway",
+    "noctaya-fetch",
+    "noctaya-vendor-nvidia",
+    "noctaya-vendor-ascend",
+)
+"""What runs in a cluster; local mode (noctaya-local, with grpcio and protobuf) is not carried."""
+
+
+def test_the_image_holds_the_cluster_distributions_and_their_locked_dependencies_only(
     bundles: dict[str, Bundle],
 ) -> None:
+    packages = [arg for name in IMAGE_PACKAGES for arg in ("--package", name)]
     exported = subprocess.run(
-        [uv(), "export", "--frozen", "--no-dev", "--all-packages", "--no-emit-workspace"],
+        [uv(), "export", "--frozen", "--no-dev", *packages, "--no-emit-workspace"],
         cwd=REPO,
         env=clean_environment(),
         capture_output=True,
@@ -203,9 +215,7 @@ def test_the_image_holds_the_locked_dependencies_and_the_repository_wheels_only(
             if requirement.marker is None or requirement.marker.evaluate():
                 (pin,) = requirement.specifier
                 locked.add((requirement.name, pin.version))
-    ours = {
-        (pyproject.parent.name, release()) for pyproject in REPO.glob("packages/*/pyproject.toml")
-    }
+    ours = {(name, release()) for name in IMAGE_PACKAGES}
     installed = set()
     for dist_info in (bundles[MAIN].rootfs / SITE_PACKAGES).glob("*.dist-info"):
         name, version = dist_info.name.removesuffix(".dist-info").rsplit("-", 1)
@@ -215,6 +225,9 @@ def test_the_image_holds_the_locked_dependencies_and_the_repository_wheels_only(
         return {(re.sub(r"[-_.]+", "-", name).lower(), version) for name, version in pairs}
 
     assert normal(installed) == normal(locked | ours)
+    assert not {name for name, _ in normal(installed)} & {"noctaya-local", "grpcio", "protobuf"}
+    packages_built = (REPO / "images/build-wheels.sh").read_text()
+    assert f"packages=({' '.join(IMAGE_PACKAGES)})" in packages_built
 
 
 def test_ctr_imports_each_archive_under_its_release_name(

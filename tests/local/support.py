@@ -24,10 +24,10 @@ from typing import Any
 
 import yaml
 from noctaya.core.plugins import VendorRegistry
-from noctaya.gateway.local import log_lines
-from noctaya.gateway.local.manifest import read_manifest
-from noctaya.gateway.local.plan import LocalPlan, plan_local
-from noctaya.gateway.local.sources import combine
+from noctaya.local import log_lines
+from noctaya.local.manifest import read_manifest
+from noctaya.local.plan import LocalPlan, plan_local
+from noctaya.local.sources import combine
 
 DEADLINE = 30.0
 LISTEN = ("--listen", "127.0.0.1:0")
@@ -166,7 +166,7 @@ def kill_pid_in(pid_file: Path) -> None:
 
 
 class LocalMode:
-    """`python -m noctaya.gateway.local FILE --listen 127.0.0.1:0` with its output collected, and
+    """`python -m noctaya.local FILE --listen 127.0.0.1:0` with its output collected, and
     the services' logs in a folder of its own (`logs`)."""
 
     def __init__(
@@ -174,7 +174,7 @@ class LocalMode:
     ) -> None:
         paths = manifest if isinstance(manifest, list) else [manifest]
         self.logs = Path(tempfile.mkdtemp(prefix="noctaya-local-logs-"))
-        command = [sys.executable, "-m", "noctaya.gateway.local", *map(str, paths), *LISTEN]
+        command = [sys.executable, "-m", "noctaya.local", *map(str, paths), *LISTEN]
         self.process = subprocess.Popen(
             [*command, "--logs", str(self.logs), *args],
             stdout=subprocess.PIPE,

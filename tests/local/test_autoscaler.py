@@ -17,10 +17,10 @@ from pathlib import Path
 
 import pytest
 from noctaya.core.plan.autoscaling import AutoscalingPlan
-from noctaya.gateway.local import log_lines
-from noctaya.gateway.local.autoscaler import Cooldown, autoscale
-from noctaya.gateway.local.engine import EngineReplica
-from noctaya.gateway.local.plan import EnginePlan
+from noctaya.local import log_lines
+from noctaya.local.autoscaler import Cooldown, autoscale
+from noctaya.local.engine import EngineReplica
+from noctaya.local.plan import EnginePlan
 from support.fake_clock import FakeClock
 
 from .support import DEADLINE, kill_pid_in, output_holder, pid_exists

@@ -13,7 +13,7 @@ import sys
 import threading
 from pathlib import Path
 
-from noctaya.gateway.local import log_lines
+from noctaya.local import log_lines
 from support.ports import free_port
 
 from .many import stream_chat, stub_file
@@ -33,7 +33,7 @@ class Terminal:
     def __init__(self, *args: str) -> None:
         master, slave = pty.openpty()
         self.process = subprocess.Popen(
-            [sys.executable, "-m", "noctaya.gateway.local", *args],
+            [sys.executable, "-m", "noctaya.local", *args],
             stdin=subprocess.DEVNULL,
             stdout=slave,
             stderr=slave,

@@ -12,7 +12,7 @@ from pathlib import Path
 import httpx
 import openai
 import pytest
-from noctaya.gateway.local import log_lines
+from noctaya.local import log_lines
 from support.ports import free_port
 
 from .conftest import StartLocal

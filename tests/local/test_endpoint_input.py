@@ -10,7 +10,7 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from noctaya.gateway.local import log_lines
+from noctaya.local import log_lines
 from support.ports import free_port
 
 from .conftest import StartLocal

@@ -7,9 +7,9 @@ from __future__ import annotations
 from pathlib import Path
 
 from noctaya.core.plugins import VendorRegistry
-from noctaya.gateway.local.admission import AdmissionSettings, admit
-from noctaya.gateway.local.devices import MachineDevices
-from noctaya.gateway.local.live_files import ServedFiles
+from noctaya.local.admission import AdmissionSettings, admit
+from noctaya.local.devices import MachineDevices
+from noctaya.local.live_files import ServedFiles
 
 FOLDER = Path(__file__).resolve().parents[2] / "examples" / "local" / "multi-model"
 

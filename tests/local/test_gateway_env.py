@@ -6,9 +6,9 @@ from pathlib import Path
 
 import pytest
 from noctaya.core.plugins import VendorRegistry
-from noctaya.gateway.config import ColdStartMode, load_config
-from noctaya.gateway.local.gateway_env import gateway_env
+from noctaya.gateway.process.config import ColdStartMode, load_config
 from noctaya.k8s.offline import render_files
+from noctaya.local.gateway_env import gateway_env
 
 from .support import plan_file, runtime_doc, service_doc, write_manifest
 

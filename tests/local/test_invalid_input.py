@@ -11,9 +11,9 @@ import pytest
 import yaml
 from noctaya.core.api import LLMService
 from noctaya.core.plugins import VendorRegistry
-from noctaya.gateway.local.cli import main
-from noctaya.gateway.local.errors import LocalConfigError
-from noctaya.gateway.local.manifest import validate_document
+from noctaya.local.cli import main
+from noctaya.local.errors import LocalConfigError
+from noctaya.local.manifest import validate_document
 from support.hostile_yaml import COMMAND_DEADLINE, laughs, run_capped
 
 from .support import runtime_doc, service_doc, write_manifest
@@ -238,7 +238,7 @@ def test_devices_for_a_vendor_no_plugin_provides_are_refused(
 def run_command(manifest: Path) -> tuple[str, float]:
     """`noctaya-local manifest` as a process in capped memory: its one line and its run time;
     it must exit 2 without a traceback."""
-    result = run_capped([sys.executable, "-m", "noctaya.gateway.local", str(manifest)])
+    result = run_capped([sys.executable, "-m", "noctaya.local", str(manifest)])
     assert "Traceback" not in result.stderr, result.stderr[-2000:]
     assert result.returncode == 2, result.stderr[-2000:]
     assert result.stderr.count("\n") == 1, result.stderr[-2000:]

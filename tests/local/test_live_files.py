@@ -9,7 +9,7 @@ from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 import httpx
-from noctaya.gateway.local import log_lines
+from noctaya.local import log_lines
 from support.ports import free_port
 
 from .conftest import StartLocal

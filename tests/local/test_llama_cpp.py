@@ -14,7 +14,7 @@ from typing import Any
 
 import httpx
 import openai
-from noctaya.gateway.local import log_lines
+from noctaya.local import log_lines
 from support.llama_cpp import example_runtime
 from support.ports import free_port
 from support.tiny_llama import PIECE_TEXTS

@@ -20,7 +20,7 @@ from pathlib import Path
 from typing import Any
 
 import httpx
-from noctaya.gateway.local import log_lines
+from noctaya.local import log_lines
 from support.llama_cpp import example_runtime
 from support.ports import free_port
 from support.tiny_llama import PIECE_TEXTS, write_tiny_llama

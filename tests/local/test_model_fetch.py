@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 from fetch.fake_hub import COMMIT, Hub, serve
-from noctaya.gateway.local.cli import main
+from noctaya.local.cli import main
 from support.ports import free_port
 
 from .conftest import StartLocal

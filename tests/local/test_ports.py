@@ -8,7 +8,7 @@ import re
 import signal
 from pathlib import Path
 
-from noctaya.gateway.local import log_lines
+from noctaya.local import log_lines
 from support.ports import free_port
 
 from .conftest import StartLocal

@@ -9,7 +9,7 @@ from collections.abc import AsyncIterator
 
 import pytest
 from noctaya.core.plan.container import HealthCheck, HttpGet, TcpSocket
-from noctaya.gateway.local.readiness import PortNames, passes, watch_readiness
+from noctaya.local.readiness import PortNames, passes, watch_readiness
 from support.ports import free_port
 
 DEADLINE = 10.0

@@ -11,8 +11,8 @@ import stat
 from pathlib import Path
 
 import httpx
-from noctaya.gateway.local import log_lines
-from noctaya.gateway.local.command import find_executable
+from noctaya.local import log_lines
+from noctaya.local.command import find_executable
 from support.ports import free_port
 
 from .conftest import StartLocal

@@ -9,9 +9,9 @@ import asyncio
 from collections.abc import Iterator
 
 import pytest
-from noctaya.gateway.local.devices import DevicePool
-from noctaya.gateway.local.swaps import DeviceBudget, Grant, Tenant
-from noctaya.gateway.local.traffic import Traffic
+from noctaya.local.devices import DevicePool
+from noctaya.local.swaps import DeviceBudget, Grant, Tenant
+from noctaya.local.traffic import Traffic
 from support.fake_clock import FakeClock
 
 RESIDENCY = 10.0

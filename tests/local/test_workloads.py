@@ -26,14 +26,14 @@ from noctaya.core.plan.planner import PlanSettings
 from noctaya.core.plan.serving import ServingPlan
 from noctaya.core.plugins import VendorRegistry
 from noctaya.core.ports import WorkloadOrchestrator
-from noctaya.gateway.local.errors import LocalRunError
-from noctaya.gateway.local.manifest import read_manifest
-from noctaya.gateway.local.plan import LocalPlan
-from noctaya.gateway.local.workloads import LocalService, LocalWorkloads
 from noctaya.k8s import kinds
 from noctaya.k8s.planning import ServicePlanner
 from noctaya.k8s.reader import CachedReader
 from noctaya.k8s.runtime.store import Store
+from noctaya.local.errors import LocalRunError
+from noctaya.local.manifest import read_manifest
+from noctaya.local.plan import LocalPlan
+from noctaya.local.workloads import LocalService, LocalWorkloads
 from support.ports import free_port
 
 from .support import (

@@ -21,6 +21,7 @@ DISTRIBUTIONS = {
     "noctaya_fetch",
     "noctaya_gateway",
     "noctaya_k8s",
+    "noctaya_local",
     "noctaya_vendor_ascend",
     "noctaya_vendor_nvidia",
 }
@@ -72,8 +73,10 @@ def test_the_packages_import_from_the_virtualenv_not_the_workspace(
     venv: Path, tmp_path: Path
 ) -> None:
     program = (
-        "import noctaya.core, noctaya.k8s, noctaya.gateway, noctaya.fetch\n"
-        "for module in (noctaya.core, noctaya.k8s, noctaya.gateway, noctaya.fetch):\n"
+        "import noctaya.core, noctaya.k8s, noctaya.gateway, noctaya.fetch, noctaya.local\n"
+        "for module in (\n"
+        "    noctaya.core, noctaya.k8s, noctaya.gateway, noctaya.fetch, noctaya.local\n"
+        "):\n"
         "    print(module.__file__)\n"
     )
     done = subprocess.run(
@@ -86,7 +89,7 @@ def test_the_packages_import_from_the_virtualenv_not_the_workspace(
         check=True,
     )
     files = done.stdout.split()
-    assert len(files) == 4
+    assert len(files) == 5
     assert all(Path(file).is_relative_to(venv) for file in files), files
     for pth in venv.glob("lib/python*/site-packages/*.pth"):
         assert str(REPO) not in pth.read_text(), f"{pth.name} points into the workspace"
@@ -94,7 +97,9 @@ def test_the_packages_import_from_the_virtualenv_not_the_workspace(
 
 def test_every_console_script_answers_help(wheels: list[Path], venv: Path, tmp_path: Path) -> None:
     scripts = set().union(*(console_scripts(wheel) for wheel in wheels))
-    assert {"noctaya", "noctaya-operator", "noctaya-gateway", "noctaya-fetch"} <= scripts
+    assert {
+        "noctaya", "noctaya-operator", "noctaya-gateway", "noctaya-fetch", "noctaya-local"
+    } <= scripts  # fmt: skip
     failures = {}
     for script in sorted(scripts):
         done = subprocess.run(
@@ -109,3 +114,16 @@ def test_every_console_script_answers_help(wheels: list[Path], venv: Path, tmp_p
         if done.returncode != 0 or "usage" not in done.stdout.lower():
             failures[script] = f"exit {done.returncode}\n{done.stdout}\n{done.stderr}"
     assert not failures, "\n".join(f"{name}: {out}" for name, out in failures.items())
+
+
+def test_the_gateway_wheel_requires_neither_grpcio_nor_protobuf(wheels: list[Path]) -> None:
+    """Its scaler writes gRPC and protobuf itself; only local mode, which dials it as KEDA does,
+    needs grpcio."""
+    (gateway,) = [wheel for wheel in wheels if wheel.name.startswith("noctaya_gateway-")]
+    with zipfile.ZipFile(gateway) as archive:
+        (metadata,) = [n for n in archive.namelist() if n.endswith(".dist-info/METADATA")]
+        lines = archive.read(metadata).decode().splitlines()
+    required = {line.split()[1].lower() for line in lines if line.startswith("Requires-Dist:")}
+
+    assert "noctaya-core" in required
+    assert not required & {"grpcio", "protobuf"}, required

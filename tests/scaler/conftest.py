@@ -12,8 +12,8 @@ import pytest
 from gateway.support import sample
 from noctaya.gateway.aggregator.config import load_config
 from noctaya.gateway.aggregator.server import AggregatorServer
-from noctaya.gateway.demand_feed import DemandFeed
-from noctaya.gateway.exposition import Gauge, Registry
+from noctaya.gateway.demand.feed import DemandFeed
+from noctaya.gateway.metrics.exposition import Gauge, Registry
 from noctaya.gateway.scaler.server import ScalerServer, start_scaler
 
 from .keda import Keda

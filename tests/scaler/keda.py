@@ -6,8 +6,8 @@ import asyncio
 from collections.abc import Mapping
 
 import grpc
-from noctaya.gateway.scaler._proto import externalscaler_pb2 as pb
-from noctaya.gateway.scaler._proto import externalscaler_pb2_grpc as pb_grpc
+from noctaya.local.externalscaler import externalscaler_pb2 as pb
+from noctaya.local.externalscaler import externalscaler_pb2_grpc as pb_grpc
 
 METADATA = {"targetValue": "1"}
 STEP_TIMEOUT = 10.0

@@ -13,10 +13,10 @@ from pathlib import Path
 import aiohttp
 import grpc
 import pytest
-from noctaya.gateway import head_timeout
 from noctaya.gateway.aggregator import routes
 from noctaya.gateway.aggregator.server import AggregatorServer
 from noctaya.gateway.scaler import server as scaler_server
+from noctaya.gateway.server.patches import head_timeout
 
 from .certs import CertificateAuthority
 from .conftest import TOKEN, AggregatorFactory

@@ -15,8 +15,8 @@ from pathlib import Path
 
 import pytest
 from gateway.support import Command, Engine, eventually, start_command, start_engine
-from noctaya.gateway.config import GatewayConfig
-from noctaya.gateway.server import GatewayServer
+from noctaya.gateway.process.config import GatewayConfig
+from noctaya.gateway.process.gateway_server import GatewayServer
 from support.ports import free_port
 
 from .conftest import AggregatorFactory

@@ -27,7 +27,6 @@ import httpx
 import pytest
 from gateway.h2_client import RawH2
 from gateway.support import eventually
-from noctaya.gateway.scaler._proto import externalscaler_pb2 as pb
 from noctaya.gateway.scaler.grpc_app import MAX_CONCURRENT_CALLS
 from noctaya.gateway.scaler.grpc_framing import MAX_MESSAGE_BYTES
 from noctaya.gateway.scaler.server import (
@@ -36,6 +35,7 @@ from noctaya.gateway.scaler.server import (
     KEEPALIVE_PROBES,
     MAX_STREAMS_PER_CONNECTION,
 )
+from noctaya.local.externalscaler import externalscaler_pb2 as pb
 
 from .conftest import Scaler
 from .keda import STEP_TIMEOUT, Keda, ref

@@ -13,7 +13,6 @@ import pytest
 from google.protobuf.message import DecodeError
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
-from noctaya.gateway.scaler._proto import externalscaler_pb2 as pb
 from noctaya.gateway.scaler.messages import (
     GetMetricsRequest,
     ScaledObjectRef,
@@ -24,6 +23,7 @@ from noctaya.gateway.scaler.messages import (
     is_active_response,
 )
 from noctaya.gateway.scaler.protobuf_wire import MAX_GROUP_DEPTH, WireError
+from noctaya.local.externalscaler import externalscaler_pb2 as pb
 
 SETTINGS = settings(max_examples=2000, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 

@@ -10,21 +10,21 @@ import pytest
 
 REPO = Path(__file__).resolve().parents[2]
 GENERATOR = REPO / "hack" / "gen-scaler-proto.py"
-PROTO_DIR = REPO / "packages/noctaya-gateway/src/noctaya/gateway/scaler/_proto"
+PROTO_DIR = REPO / "packages/noctaya-local/src/noctaya/local/externalscaler"
 STUBS = ("externalscaler_pb2.py", "externalscaler_pb2.pyi", "externalscaler_pb2_grpc.py")
 
 
 @pytest.mark.parametrize("stub", STUBS)
 def test_committed_stub_matches_a_fresh_generation(tmp_path: Path, stub: str) -> None:
     subprocess.run([sys.executable, GENERATOR, "--out", tmp_path], check=True, timeout=120)
-    fresh = tmp_path / "noctaya/gateway/scaler/_proto" / stub
+    fresh = tmp_path / "noctaya/local/externalscaler" / stub
     assert fresh.read_text() == (PROTO_DIR / stub).read_text(), (
         f"{stub} is stale: run `python hack/gen-scaler-proto.py` and commit the result"
     )
 
 
 def test_wire_contract_is_kedas() -> None:
-    from noctaya.gateway.scaler._proto import externalscaler_pb2 as pb
+    from noctaya.local.externalscaler import externalscaler_pb2 as pb
 
     service = pb.DESCRIPTOR.services_by_name["ExternalScaler"]
     assert service.full_name == "externalscaler.ExternalScaler"
@@ -53,7 +53,7 @@ def test_wire_contract_is_kedas() -> None:
 
 def test_numeric_field_types_are_kedas() -> None:
     from google.protobuf.descriptor import FieldDescriptor as F
-    from noctaya.gateway.scaler._proto import externalscaler_pb2 as pb
+    from noctaya.local.externalscaler import externalscaler_pb2 as pb
 
     def kind(message: str, field: str) -> int:
         return int(pb.DESCRIPTOR.message_types_by_name[message].fields_by_name[field].type)

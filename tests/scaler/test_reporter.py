@@ -15,9 +15,9 @@ from pathlib import Path
 import pytest
 from aiohttp import web
 from gateway.support import eventually, sample
-from noctaya.gateway.demand_feed import DemandFeed
-from noctaya.gateway.exposition import Counter, Registry
-from noctaya.gateway.reporter import DemandReporter
+from noctaya.gateway.demand.feed import DemandFeed
+from noctaya.gateway.demand.reporter import DemandReporter
+from noctaya.gateway.metrics.exposition import Counter, Registry
 
 from .conftest import TOKEN, AggregatorFactory
 from .keda import Keda
@@ -218,7 +218,7 @@ def _reporter_warnings(caplog: pytest.LogCaptureFixture) -> list[str]:
     return [
         record.getMessage()
         for record in caplog.records
-        if record.name == "noctaya.gateway.reporter" and record.levelno == logging.WARNING
+        if record.name == "noctaya.gateway.demand.reporter" and record.levelno == logging.WARNING
     ]
 
 

@@ -7,7 +7,7 @@ from collections.abc import Awaitable, Callable, Mapping
 
 import grpc
 import pytest
-from noctaya.gateway.scaler._proto import externalscaler_pb2 as pb
+from noctaya.local.externalscaler import externalscaler_pb2 as pb
 
 from .conftest import Scaler
 from .keda import Keda, ref

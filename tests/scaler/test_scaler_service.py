@@ -11,10 +11,10 @@ import h2.connection
 import h2.events
 import pytest
 from gateway.support import eventually
-from noctaya.gateway.demand_feed import DemandFeed
-from noctaya.gateway.scaler._proto import externalscaler_pb2 as pb
+from noctaya.gateway.demand.feed import DemandFeed
 from noctaya.gateway.scaler.messages import ScaledObjectRef
 from noctaya.gateway.scaler.service import MAX_ACTIVE_STREAMS, ExternalScalerService
+from noctaya.local.externalscaler import externalscaler_pb2 as pb
 
 from .conftest import Scaler, streams_gauge
 from .keda import STEP_TIMEOUT, ActiveStream, Keda, ref

@@ -13,7 +13,7 @@ from pathlib import Path
 
 import grpc
 import pytest
-from noctaya.gateway.demand_feed import DemandFeed
+from noctaya.gateway.demand.feed import DemandFeed
 from noctaya.gateway.scaler.server import ScalerServer, start_scaler
 from noctaya.gateway.scaler.tls import load_scaler_tls
 

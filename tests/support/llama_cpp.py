@@ -12,7 +12,7 @@ from pathlib import Path
 from typing import Any
 
 import yaml
-from noctaya.gateway.local.command import LOCAL_COMMAND_ANNOTATION
+from noctaya.local.command import LOCAL_COMMAND_ANNOTATION
 
 from .envtest.prerequisites import REPO_ROOT, PrerequisiteMissing, cached_folder
 

@@ -2,14 +2,18 @@
 
 core imports only the standard library, pydantic, pluggy and PyYAML (for the one bounded reader
 of manifest YAML); k8s and gateway never import each other; fetch (model delivery) imports only
-the core; vendor plugins import only the core (and pluggy); vendors are reached only through
-entry points; nothing imports `tests`. Every import counts: relative ones, `from x import y`,
-imports inside functions or `TYPE_CHECKING` blocks, and `importlib.import_module("literal")`.
+the core; local mode imports the core, the gateway and fetch, and nothing imports local mode; the
+gateway speaks gRPC without grpcio or protobuf; no distribution imports another's private name (a
+module or name beginning with `_`); vendor plugins import only the core (and pluggy); vendors are
+reached only through entry points; nothing imports `tests`. Every import counts: relative ones,
+`from x import y`, imports inside functions or `TYPE_CHECKING` blocks, and
+`importlib.import_module("literal")`.
 """
 
 from __future__ import annotations
 
 import ast
+import re
 import sys
 from collections.abc import Iterator
 from dataclasses import dataclass
@@ -20,11 +24,14 @@ import pytest
 REPO = Path(__file__).resolve().parents[2]
 STDLIB = frozenset(sys.stdlib_module_names)
 CORE, K8S, GATEWAY, FETCH = "noctaya.core", "noctaya.k8s", "noctaya.gateway", "noctaya.fetch"
+LOCAL = "noctaya.local"
 VENDOR_PREFIX = "noctaya.vendor_"
 THIRD_PARTY_ALLOWED = {
     CORE: {"pydantic", "pydantic_core", "pluggy", "yaml"},
     "vendor": {"pluggy"},
 }
+THIRD_PARTY_FORBIDDEN = {GATEWAY: {"grpc", "google"}}
+"""The gateway's scaler writes gRPC and protobuf itself (`noctaya.gateway.scaler`)."""
 
 
 @dataclass(frozen=True)
@@ -47,7 +54,7 @@ def layer_of(module: str) -> str | None:
 
 
 def is_known_layer(layer: str | None) -> bool:
-    return layer in {CORE, K8S, GATEWAY, FETCH} or (layer or "").startswith(VENDOR_PREFIX)
+    return layer in {CORE, K8S, GATEWAY, FETCH, LOCAL} or (layer or "").startswith(VENDOR_PREFIX)
 
 
 def source_modules() -> list[Module]:
@@ -113,6 +120,8 @@ def why_forbidden(importer: str, imported: str) -> str | None:
     if target and target.startswith(VENDOR_PREFIX):
         return "vendor plugins are reached only through the noctaya.vendors entry points"
     if top != "noctaya":
+        if top in THIRD_PARTY_FORBIDDEN.get(own or "", ()):
+            return "noctaya.gateway speaks gRPC without grpcio or protobuf"
         allowed = THIRD_PARTY_ALLOWED.get("vendor" if vendor else own or "")
         if allowed is None or top in allowed:
             return None
@@ -121,6 +130,12 @@ def why_forbidden(importer: str, imported: str) -> str | None:
         return "noctaya.core imports only the standard library, pydantic, pluggy and PyYAML"
     if own == CORE:
         return "noctaya.core imports no other Noctaya package"
+    if _is_private(imported):
+        return f"a private name of {target} is not for {own}"
+    if target == LOCAL:
+        return "nothing imports noctaya.local"
+    if own == LOCAL and target not in {CORE, GATEWAY, FETCH}:
+        return "noctaya.local imports only noctaya.core, noctaya.gateway and noctaya.fetch"
     if vendor and target != CORE:
         return "vendor plugins import only noctaya.core"
     if {own, target} == {K8S, GATEWAY}:
@@ -128,6 +143,10 @@ def why_forbidden(importer: str, imported: str) -> str | None:
     if own == FETCH and target != CORE:
         return "noctaya.fetch imports only noctaya.core"
     return None
+
+
+def _is_private(imported: str) -> bool:
+    return any(p.startswith("_") and not p.endswith("__") for p in imported.split(".")[2:])
 
 
 def violations(module: str, source: str, *, is_package: bool = False) -> list[str]:
@@ -143,7 +162,7 @@ def test_every_source_module_belongs_to_a_known_layer() -> None:
     layers = {layer_of(module.name) for module in modules}
 
     assert [m.name for m in modules if not is_known_layer(layer_of(m.name))] == []
-    assert {CORE, K8S, GATEWAY, "noctaya.vendor_nvidia", "noctaya.vendor_ascend"} <= layers
+    assert {CORE, K8S, GATEWAY, LOCAL, "noctaya.vendor_nvidia", "noctaya.vendor_ascend"} <= layers
 
 
 def test_import_graph_obeys_the_dependency_rule() -> None:
@@ -166,18 +185,26 @@ def test_import_graph_obeys_the_dependency_rule() -> None:
         ("noctaya.core.sub.plan", "from ...gateway import proxy\n", "no other Noctaya package"),
         ("noctaya.core.plan", "from httpx import Client\n", "noctaya.core imports only"),
         ("noctaya.k8s.render", "from noctaya import gateway\n", "never import each other"),
-        ("noctaya.gateway.proxy", "import noctaya.k8s.cli\n", "never import each other"),
+        ("noctaya.gateway.requests.proxy", "import noctaya.k8s.cli\n", "never import each other"),
         (
             "noctaya.k8s.cli",
-            "import importlib\nimportlib.import_module('noctaya.gateway.cli')\n",
+            "import importlib\nimportlib.import_module('noctaya.gateway.process.cli')\n",
             "never import each other",
         ),
         ("noctaya.k8s.render", "from noctaya.vendor_nvidia import NvidiaAdapter\n", "entry points"),
         ("noctaya.vendor_x.adapter", "import httpx\n", "vendor plugins import only the standard"),
         ("noctaya.vendor_x.adapter", "from noctaya.gateway import x\n", "import only noctaya.core"),
         ("noctaya.vendor_x", "from noctaya.vendor_nvidia import adapter\n", "entry points"),
-        ("noctaya.gateway.proxy", "from tests.support import envtest\n", "nothing imports tests"),
+        ("noctaya.gateway.app", "from tests.support import envtest\n", "nothing imports tests"),
         ("noctaya.fetch.oci", "from noctaya.k8s import render\n", "noctaya.fetch imports only"),
+        ("noctaya.gateway.app", "from noctaya.local import cli\n", "nothing imports noctaya.local"),
+        ("noctaya.k8s.cli", "import noctaya.local.cli\n", "nothing imports noctaya.local"),
+        ("noctaya.local.plan", "from noctaya.k8s import render\n", "noctaya.local imports only"),
+        ("noctaya.local.x", "from noctaya.gateway.scaler import _proto\n", "private name"),
+        ("noctaya.local.x", "from noctaya.gateway.app import _helper\n", "private name"),
+        ("noctaya.k8s.x", "import noctaya.fetch._internal\n", "private name"),
+        ("noctaya.gateway.scaler.x", "import grpc\n", "without grpcio or protobuf"),
+        ("noctaya.gateway.scaler.x", "from google.protobuf import message\n", "without grpcio"),
         (
             "noctaya.core.plan",
             "from typing import TYPE_CHECKING\nif TYPE_CHECKING:\n    import kubernetes\n",
@@ -203,8 +230,26 @@ def test_checker_reports_a_synthetic_violation(module: str, source: str, rule: s
         ("noctaya.core.values.x", "from ..errors import NoctayaError\n", False),
         ("noctaya.vendor_x", "import pluggy\nfrom noctaya.core.plugins import hookimpl\n", True),
         ("noctaya.k8s.render", "import kubernetes\nfrom noctaya.core import plugins\n", False),
-        ("noctaya.gateway.proxy", "from noctaya.gateway import auth\nimport grpc\n", False),
+        ("noctaya.gateway.app", "from noctaya.gateway import auth\nimport yaml\n", False),
+        ("noctaya.gateway.app", "from noctaya.gateway.scaler import _wire\n", False),
+        ("noctaya.local.x", "import grpc\nfrom noctaya.gateway.requests import app\n", False),
+        (
+            "noctaya.local.x",
+            "from noctaya.fetch.cli import main\nfrom noctaya.core import api\n",
+            False,
+        ),
     ],
 )
 def test_checker_allows_what_the_rule_allows(module: str, source: str, is_package: bool) -> None:
     assert violations(module, source, is_package=is_package) == []
+
+
+def test_the_gateway_distribution_requires_neither_grpcio_nor_protobuf() -> None:
+    import tomllib
+
+    project = tomllib.loads((REPO / "packages/noctaya-gateway/pyproject.toml").read_text())
+    required = {
+        re.split(r"[<>=!~;\[ ]", r, maxsplit=1)[0] for r in project["project"]["dependencies"]
+    }
+
+    assert required.isdisjoint({"grpcio", "protobuf"}), required

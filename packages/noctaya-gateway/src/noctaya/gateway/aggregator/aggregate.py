@@ -14,7 +14,7 @@ from typing import TYPE_CHECKING
 from noctaya.gateway.aggregator.members import MemberTable, ReportResult
 from noctaya.gateway.aggregator.metrics import AggregatorMetrics
 from noctaya.gateway.aggregator.protocol import DemandReport
-from noctaya.gateway.demand_feed import DemandFeed, Subscription
+from noctaya.gateway.demand.feed import DemandFeed, Subscription
 
 if TYPE_CHECKING:  # only an annotation: the gateway imports no more of the core for it
     from noctaya.core.ports import Clock

@@ -8,8 +8,8 @@ from dataclasses import dataclass
 from noctaya.core.plan import gateway_env as names
 from noctaya.core.values.go_text import go_positive_int
 from noctaya.gateway.aggregator.protocol import INT64_MAX, read_demand_token
+from noctaya.gateway.process.config_shared import DEFAULT_SCALER_LISTEN_ADDR, listen_addr_setting
 from noctaya.gateway.scaler.tls import ScalerTLS, load_scaler_tls
-from noctaya.gateway.settings import DEFAULT_SCALER_LISTEN_ADDR, listen_addr_setting
 
 DEFAULT_MAX_MEMBERS = 1024
 DEFAULT_MAX_DEMAND = 100

@@ -7,12 +7,12 @@ import logging
 import signal
 from collections.abc import Mapping
 
-from noctaya.gateway import process
-from noctaya.gateway.addresses import with_port
 from noctaya.gateway.aggregator.config import load_config
 from noctaya.gateway.aggregator.server import AggregatorServer
-from noctaya.gateway.tested_versions import UntestedServerLibrary
-from noctaya.gateway.version import gateway_version
+from noctaya.gateway.process import running as process
+from noctaya.gateway.process.addresses import with_port
+from noctaya.gateway.process.version import gateway_version
+from noctaya.gateway.server.tested_versions import UntestedServerLibrary
 
 SHUTDOWN_TIMEOUT_SECONDS = 20.0
 

@@ -1,10 +1,10 @@
 """The aggregator's own Prometheus registry: its four series plus the KEDA stream gauge.
 
-Served in the gateway's exposition format (`noctaya.gateway.metrics.CONTENT_TYPE`)."""
+Served in the gateway's exposition format (`noctaya.gateway.metrics.exposition.CONTENT_TYPE`)."""
 
 from __future__ import annotations
 
-from noctaya.gateway.exposition import Counter, Gauge, Registry
+from noctaya.gateway.metrics.exposition import Counter, Gauge, Registry
 
 
 class AggregatorMetrics:

@@ -14,7 +14,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, TypeGuard
 
-from noctaya.gateway.describe import describe_error
+from noctaya.gateway.process.describe import describe_error
 
 MAX_BODY_BYTES = 64 * 1024
 MAX_MEMBER_ID_BYTES = 512

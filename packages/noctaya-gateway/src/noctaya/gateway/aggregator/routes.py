@@ -24,16 +24,16 @@ from noctaya.gateway.aggregator.protocol import (
     decode_report,
     read_demand_token,
 )
-from noctaya.gateway.client import (
+from noctaya.gateway.metrics.exposition import CONTENT_TYPE
+from noctaya.gateway.requests.client import (
     BodyTooLarge,
     ClientChannel,
     ClientGone,
     ambiguous_framing,
     declared_length,
 )
-from noctaya.gateway.exposition import CONTENT_TYPE
-from noctaya.gateway.lifespan import serve_lifespan
-from noctaya.gateway.responses import NOSNIFF, PLAIN_TEXT, Receive, Send, closing
+from noctaya.gateway.requests.lifespan import serve_lifespan
+from noctaya.gateway.requests.responses import NOSNIFF, PLAIN_TEXT, Receive, Send, closing
 
 REPORT_PATH = "/v1/demand"
 MAX_CONCURRENT_REPORTS = 64

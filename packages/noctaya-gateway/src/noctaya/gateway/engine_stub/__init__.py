@@ -17,12 +17,12 @@ from collections.abc import Sequence
 from pathlib import Path
 
 from noctaya.core.values.listen_address import parse_listen_address
-from noctaya.gateway import process
-from noctaya.gateway.addresses import with_port
 from noctaya.gateway.engine_stub.engine import EngineStub
 from noctaya.gateway.engine_stub.http11 import serve
 from noctaya.gateway.engine_stub.model_files import model_files
 from noctaya.gateway.engine_stub.settings import SettingsError, StubSettings, load_settings
+from noctaya.gateway.process import running as process
+from noctaya.gateway.process.addresses import with_port
 
 __all__ = ["EngineStub", "StubSettings", "load_settings", "main", "serve"]
 

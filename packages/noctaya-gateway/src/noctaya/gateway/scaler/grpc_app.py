@@ -13,15 +13,15 @@ import logging
 from collections.abc import Callable
 from typing import Any
 
-from noctaya.gateway.lifespan import serve_lifespan
-from noctaya.gateway.receive_queue import ReceiveQueue
-from noctaya.gateway.responses import Receive, Send
+from noctaya.gateway.requests.lifespan import serve_lifespan
+from noctaya.gateway.requests.responses import Receive, Send
 from noctaya.gateway.scaler.grpc_framing import ClientGone, MalformedRequest, frame, read_request
 from noctaya.gateway.scaler.grpc_status import Code, RpcError, status_trailers
 from noctaya.gateway.scaler.messages import decode_get_metrics_request, decode_scaled_object_ref
 from noctaya.gateway.scaler.metadata import ScalerRequestError
 from noctaya.gateway.scaler.protobuf_wire import WireError
 from noctaya.gateway.scaler.service import ActiveStream, ExternalScalerService
+from noctaya.gateway.server.patches.receive_queue import ReceiveQueue
 
 SERVICE = "externalscaler.ExternalScaler"
 MAX_CONCURRENT_CALLS = 1024

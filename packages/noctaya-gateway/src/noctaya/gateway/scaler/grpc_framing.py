@@ -11,7 +11,7 @@ from __future__ import annotations
 import struct
 import zlib
 
-from noctaya.gateway.responses import Receive
+from noctaya.gateway.requests.responses import Receive
 from noctaya.gateway.scaler.grpc_status import Code, RpcError
 
 MAX_MESSAGE_BYTES = 64 * 1024

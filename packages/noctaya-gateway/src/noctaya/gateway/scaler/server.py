@@ -24,15 +24,15 @@ from dataclasses import dataclass
 from typing import Any
 
 from hypercorn.config import Config
-from noctaya.gateway.exposition import Gauge
-from noctaya.gateway.lifespan import serve_lifespan
-from noctaya.gateway.listen_socket import listen_socket, serve_on
-from noctaya.gateway.process import quiet_cancelled_callbacks
-from noctaya.gateway.responses import Receive, Send
+from noctaya.gateway.metrics.exposition import Gauge
+from noctaya.gateway.process.running import quiet_cancelled_callbacks
+from noctaya.gateway.requests.lifespan import serve_lifespan
+from noctaya.gateway.requests.responses import Receive, Send
 from noctaya.gateway.scaler.grpc_app import ScalerApp
 from noctaya.gateway.scaler.service import DemandSource, ExternalScalerService
 from noctaya.gateway.scaler.tls import ScalerTLS
-from noctaya.gateway.server_patches import install_server_patches
+from noctaya.gateway.server.listen_socket import listen_socket, serve_on
+from noctaya.gateway.server.patches import install_server_patches
 
 ASGIApp = Callable[[dict[str, Any], Receive, Send], Awaitable[None]]
 MAX_STREAMS_PER_CONNECTION = 128

@@ -17,8 +17,8 @@ from __future__ import annotations
 from collections.abc import AsyncIterator
 from typing import Protocol
 
-from noctaya.gateway.demand_feed import Subscription
-from noctaya.gateway.exposition import Gauge
+from noctaya.gateway.demand.feed import Subscription
+from noctaya.gateway.metrics.exposition import Gauge
 from noctaya.gateway.scaler.messages import (
     GetMetricsRequest,
     ScaledObjectRef,

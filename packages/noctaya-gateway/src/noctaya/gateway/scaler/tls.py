@@ -14,7 +14,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from noctaya.core.plan import gateway_env as names
-from noctaya.gateway.describe import describe_error
+from noctaya.gateway.process.describe import describe_error
 
 _FILE_NAMES = (
     names.SCALER_TLS_CERT_FILE,

@@ -1,0 +1,292 @@
+"""Local mode's endpoint: one OpenAI-compatible address for every service, routed by `model`.
+
+A request is read whole (within the gateways' body limit), then sent to the gateway of the
+service whose model it names; the gateway queues it, holds it while the engine starts, or
+rejects it, per that service's settings. What the endpoint answers itself, waking nothing:
+
+- `GET /v1/models` and `GET /v1/models/{id}`: from the manifests, with each model's state;
+- an unknown model: the OpenAI 404 (`model_not_found`) listing the models there are;
+- no `model` while several services are served: the OpenAI 400 listing them;
+- `/healthz`, `/metrics` (every service, `local_metrics`) and `/noctaya/status` (JSON).
+
+A service's own endpoint (`serving.noctaya.io/local-listen`) is this app fixed to one service:
+everything goes to it, whatever `model` says, and its model list names only its models.
+
+Every routed request counts in its service's traffic from arrival to the last byte of its
+response (`noctaya.local.traffic`), and a held stream's heartbeats say what the service
+is doing (`noctaya.local.heartbeats`).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import json
+import time
+from collections.abc import Awaitable, Callable
+from typing import Any
+
+from noctaya.gateway.metrics.exposition import CONTENT_TYPE
+from noctaya.gateway.metrics.gateway_metrics import GatewayMetrics
+from noctaya.gateway.process.config import (
+    DEFAULT_CLIENT_SEND_TIMEOUT,
+    DEFAULT_MAX_REQUEST_BODY,
+    DEFAULT_REQUEST_BODY_TIMEOUT,
+)
+from noctaya.gateway.requests.auth import ApiKeyAuth
+from noctaya.gateway.requests.client import BodyTooLarge, ClientChannel, ClientGone
+from noctaya.gateway.requests.client_endpoint import ClientEndpoint
+from noctaya.gateway.requests.model_list import model_list_target
+from noctaya.gateway.requests.proxy import Upstream, UpstreamUnavailable
+from noctaya.gateway.requests.responses import (
+    BODY_TOO_LARGE,
+    JSON,
+    GatewayError,
+    Send,
+    is_openai_path,
+    send_body,
+    send_error,
+)
+from noctaya.local.heartbeats import PhaseStream
+from noctaya.local.routes import Route, RouteTable
+from noctaya.local.service_view import ServiceView, phase, view
+
+GATEWAY_WAIT = 30.0
+"""How long a request waits for its service's gateway to serve (it starts, or restarts after a
+change of its file) before a 503."""
+_OWNER = "noctaya"
+_SHOWN = 256
+Metrics = Callable[[], Awaitable[str]]
+
+
+class LocalEndpoint(ClientEndpoint):
+    """The ASGI app of the shared endpoint (`service` None) or of one service's own."""
+
+    def __init__(
+        self,
+        routes: RouteTable,
+        metrics: Metrics,
+        *,
+        service: str | None = None,
+        api_key_file: str | None = None,
+    ) -> None:
+        self._routes = routes
+        self._metrics = metrics
+        self._service = service
+        self.max_body = DEFAULT_MAX_REQUEST_BODY
+        self.body_timeout = DEFAULT_REQUEST_BODY_TIMEOUT.seconds
+        self.send_timeout = DEFAULT_CLIENT_SEND_TIMEOUT.seconds
+        self.auth = ApiKeyAuth(api_key_file) if api_key_file else None
+        self._streams: set[PhaseStream] = set()
+        self._announcing: set[asyncio.Task[None]] = set()
+        self._upstream_metrics = GatewayMetrics()  # counted by the gateways; not served here
+
+    def phases_changed(self) -> None:
+        """A service's phase may have changed: held clients are told at once."""
+        for stream in list(self._streams):
+            if stream.due():
+                task = asyncio.ensure_future(stream.announce())
+                self._announcing.add(task)
+                task.add_done_callback(self._announcing.discard)
+
+    def answer(
+        self, scope: dict[str, Any], channel: ClientChannel, send: Send, http1: bool
+    ) -> Awaitable[None]:
+        path = scope["path"]
+        if path == "/healthz":
+            return send_body(send, 200, b"", b"")
+        if path == "/metrics":
+            return self._send_metrics(send)
+        if path == "/noctaya/status":
+            return send_body(send, 200, JSON, _json({"services": self._views()}))
+        if (target := model_list_target(scope)) is not None:
+            return self._model_list(scope, target, send)
+        return self._route(scope, channel, send, http1)
+
+    async def _send_metrics(self, send: Send) -> None:
+        await send_body(send, 200, CONTENT_TYPE.encode(), (await self._metrics()).encode())
+
+    def _served(self) -> list[Route]:
+        if self._service is None:
+            return self._routes.routes()
+        route = self._routes.get(self._service)
+        return [] if route is None else [route]
+
+    def _views(self) -> list[dict[str, Any]]:
+        now = time.monotonic()
+        return [_view_json(view(route, now)) for route in self._served()]
+
+    async def _model_list(self, scope: dict[str, Any], target: str, send: Send) -> None:
+        """What the endpoint answers itself needs the key too, with `--api-key-file`."""
+        if not await self.authorized(scope, send, True):
+            return
+        now = time.monotonic()
+        models = [
+            _model_json(name, route, view(route, now))
+            for route in self._served()
+            for name in route.plan.gateway.served_models or (route.model,)
+        ]
+        if not target:
+            await send_body(send, 200, JSON, _json({"object": "list", "data": models}))
+            return
+        found = next((model for model in models if model["id"] == target), None)
+        if found is None:
+            await send_error(send, self._unknown(target), True)
+            return
+        await send_body(send, 200, JSON, _json(found))
+
+    async def _route(
+        self, scope: dict[str, Any], channel: ClientChannel, send: Send, http1: bool
+    ) -> None:
+        openai = is_openai_path(scope["path"])
+        body = await self.read_body(scope, channel, send, openai, http1)
+        if body is None:
+            return
+        channel.watch()
+        route, body, error = self._choose(body)
+        if route is None:
+            if error is not None and await self.authorized(scope, send, True):
+                await send_error(send, error, openai)
+            return
+        await self._forward(route, scope, channel, body, send, openai)
+
+    def _choose(self, body: bytes) -> tuple[Route | None, bytes, GatewayError | None]:
+        """The route for `body` (with `model` renamed to the engine's name if it named the
+        service), or the error to answer."""
+        model = _model_of(body)
+        if self._service is not None:
+            route = self._routes.get(self._service)
+        elif model is None:
+            served = self._routes.routes()
+            if len(served) != 1:
+                return None, body, self._model_required()
+            route = served[0]
+        else:
+            route = self._routes.for_model(model)
+            if route is None:
+                return None, body, self._unknown(model)
+        if route is None:
+            return None, body, _UNAVAILABLE
+        if model is not None and model not in route.plan.gateway.served_models:
+            body = _renamed(body, route.model)
+        return route, body, None
+
+    async def _forward(
+        self,
+        route: Route,
+        scope: dict[str, Any],
+        channel: ClientChannel,
+        body: bytes,
+        send: Send,
+        openai: bool,
+    ) -> None:
+        stream = PhaseStream(send, lambda: phase(route))
+        route.traffic.began()
+        self._streams.add(stream)
+        try:
+            with channel.gone_cancels():
+                pool = await route.gateway(GATEWAY_WAIT)
+                if pool is None:
+                    await send_error(send, _UNAVAILABLE, openai)
+                    return
+                upstream = Upstream(pool, self._upstream_metrics, strip_authorization=False)
+                await upstream.forward(scope, channel, body, stream.send)
+        except ClientGone:
+            return
+        except BodyTooLarge:
+            await send_error(send, BODY_TOO_LARGE, openai)
+        except UpstreamUnavailable as failure:
+            await send_error(send, failure.error, openai)
+        finally:
+            stream.close()
+            self._streams.discard(stream)
+            route.traffic.ended()
+
+    def _unknown(self, model: str) -> GatewayError:
+        shown = model if len(model) <= _SHOWN else model[:_SHOWN] + "..."
+        return GatewayError(
+            404,
+            f"The model {json.dumps(shown)} does not exist; this endpoint serves "
+            f"{_listed(self._model_names())}",
+            "invalid_request_error",
+            "model_not_found",
+        )
+
+    def _model_required(self) -> GatewayError:
+        return GatewayError(
+            400,
+            "you must provide a model parameter: this endpoint serves "
+            f"{_listed(self._model_names())}",
+            "invalid_request_error",
+            "model_required",
+        )
+
+    def _model_names(self) -> list[str]:
+        if self._service is None:
+            return self._routes.model_names()
+        return sorted(name for route in self._served() for name in route.plan.model_names)
+
+
+_UNAVAILABLE = GatewayError(
+    503, "service not available", "server_error", "service_unavailable", ((b"retry-after", b"5"),)
+)
+"""Its gateway does not serve: the service starts, restarts after a change, or failed."""
+
+
+def _listed(names: list[str]) -> str:
+    return ", ".join(json.dumps(name) for name in names) if names else "no models"
+
+
+def _model_of(body: bytes) -> str | None:
+    """The request's `model`, if its body is a JSON object naming one."""
+    if b'"model"' not in body:
+        return None
+    with contextlib.suppress(ValueError, RecursionError):
+        document = json.loads(body)
+        if isinstance(document, dict) and isinstance(document.get("model"), str):
+            return str(document["model"])
+    return None
+
+
+def _renamed(body: bytes, model: str) -> bytes:
+    document = json.loads(body)
+    document["model"] = model
+    return json.dumps(document, ensure_ascii=False, separators=(",", ":")).encode()
+
+
+def _view_json(state: ServiceView) -> dict[str, Any]:
+    started = state.last_start
+    return {
+        "service": state.service,
+        "model": state.model,
+        "state": state.state,
+        "devices": list(state.devices),
+        "in_flight": state.in_flight,
+        "last_request_seconds_ago": state.last_request,
+        "last_start": None
+        if started is None
+        else {
+            "stopped": list(started.stopped),
+            "stop_seconds": started.stop,
+            "start_seconds": started.start,
+            "load_seconds": started.load,
+        },
+    }
+
+
+def _model_json(name: str, route: Route, state: ServiceView) -> dict[str, Any]:
+    return {
+        "id": name,
+        "object": "model",
+        "created": route.created,
+        "owned_by": _OWNER,
+        "noctaya": {
+            "service": route.name,
+            "state": state.state,
+            "devices": list(state.devices),
+        },
+    }
+
+
+def _json(value: object) -> bytes:
+    return json.dumps(value, separators=(",", ":"), ensure_ascii=False).encode()

@@ -1,0 +1,301 @@
+"""One run of `noctaya-local`: the endpoints, the services of the files (applied to the local
+workloads), their files watched, until SIGINT/SIGTERM; then everything stopped.
+
+Start-up fails fast: if a service cannot start (a port in use, a gateway that does not come
+up), local mode stops everything and exits 1. Once serving, a service whose gateway fails is
+started again after a back-off (`restarts`), while the others serve on; so is a service a live
+edit added that cannot start yet.
+
+A live edit applies to the services it touches only: an added service starts, a changed one
+drains and restarts, a removed one drains and stops; the others' requests go on.
+
+`LocalMode` keeps the services as the files have them and applies them; what clients reach is
+`endpoints`, what runs is the workloads (`workloads`), what a scrape shows is `local_metrics`.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import signal
+import time
+from collections.abc import Mapping
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from noctaya.core.plan.identity import ServiceIdentity
+from noctaya.core.plan.serving import ServingPlan
+from noctaya.gateway.server.patches import install_server_patches
+from noctaya.gateway.server.tested_versions import UntestedServerLibrary
+from noctaya.local import console, local_metrics, log_lines
+from noctaya.local.admission import AdmissionSettings, Admitted, admit
+from noctaya.local.endpoints import Endpoints
+from noctaya.local.engine_logs import EngineLogs
+from noctaya.local.errors import LocalConfigError, LocalRunError, one_line
+from noctaya.local.live_files import WATCH_INTERVAL, FileChange, ServedFiles
+from noctaya.local.model_fetch import fetch_model
+from noctaya.local.restarts import Restarts
+from noctaya.local.routes import Route, RouteTable
+from noctaya.local.service_view import view
+from noctaya.local.sources import LocalManifests
+from noctaya.local.status_table import render_table
+from noctaya.local.swaps import DeviceBudget
+from noctaya.local.traffic import TrafficBoard
+from noctaya.local.workloads import LocalService, LocalWorkloads, Machine
+
+log = logging.getLogger("noctaya.local")
+GATEWAY_LISTEN = "127.0.0.1:0"
+"""Each gateway listens privately; clients come through local mode's endpoints."""
+
+
+@dataclass(frozen=True)
+class RunOptions:
+    admission: AdmissionSettings
+    logs: Path
+    cache: Path
+    min_residency: float
+
+
+class LocalMode:
+    def __init__(self, files: ServedFiles, options: RunOptions, environ: Mapping[str, str]):
+        self._files = files
+        self._options = options
+        self._environ = environ
+        self.budget = DeviceBudget(options.min_residency)
+        self.traffic = TrafficBoard()
+        self.traffic.listen(self.budget.changed)
+        self.machine = Machine(
+            options.admission.devices,
+            self.budget,
+            self.traffic,
+            EngineLogs(options.logs),
+            self._changed,
+        )
+        self.budget.listen(self._changed)
+        self.workloads = LocalWorkloads(self._translate, environ, self.machine)
+        self.routes = RouteTable()
+        self._admitted = Admitted({}, {})
+        self._fetched: dict[str, str] = {}
+        self._identities: dict[str, ServiceIdentity] = {}
+        self.endpoints = Endpoints(
+            self.routes,
+            self.metrics,
+            options.admission.listen,
+            options.admission.api_key_file,
+        )
+        self._restarts = Restarts()
+        self._removing: set[asyncio.Task[None]] = set()
+        self._refresh: asyncio.Handle | None = None
+        self.stop = asyncio.Event()
+
+    # --- what the services' processes are made of
+
+    def _translate(self, serving: ServingPlan) -> LocalService:
+        name = serving.service.name
+        plan = self._admitted.plans[name]
+        endpoint = self.endpoints.url_of(name)
+        return LocalService(plan, GATEWAY_LISTEN, self._admitted.sources[name], endpoint)
+
+    # --- start-up
+
+    async def start(self, manifests: LocalManifests) -> Admitted | None:
+        """Open the endpoint, fetch what must be fetched; None if stopped first."""
+        try:
+            install_server_patches()
+        except UntestedServerLibrary as error:
+            raise LocalRunError(str(error)) from None
+        self.endpoints.start_shared(self._files.describe())
+        return await self._admit(manifests)
+
+    async def _admit(self, manifests: LocalManifests) -> Admitted | None:
+        """Admitted with every model local mode fetches fetched; None if stopped meanwhile."""
+        settings = self._options.admission
+        while True:
+            admitted = admit(manifests, settings, self._fetched)
+            if not admitted.fetches:
+                return admitted
+            for fetch in admitted.fetches.values():
+                path = await fetch_model(fetch, self._options.cache, self._environ, self.stop)
+                if path is None:
+                    return None
+                self._fetched[fetch.uri] = path
+
+    async def serve_initial(self, admitted: Admitted) -> int | None:
+        """Apply the first set and wait until every service serves (None); the exit code when
+        stopped first (0) or when a service fails to start (1, its error logged)."""
+        self._apply(admitted, announce=False)
+        log.info(
+            log_lines.ENDPOINT,
+            len(admitted.plans),
+            self.endpoints.shared.url,
+            ", ".join(sorted(admitted.plans)),
+        )
+        for route in self.routes.routes():
+            processes = route.processes
+            serving = asyncio.ensure_future(asyncio.shield(processes.serving))
+            stopped = asyncio.ensure_future(self.stop.wait())
+            waits: set[asyncio.Future[Any]] = {serving, stopped, processes.ended}
+            try:
+                await asyncio.wait(waits, return_when=asyncio.FIRST_COMPLETED)
+            finally:
+                stopped.cancel()
+                serving.cancel()
+            if self.stop.is_set():
+                return 0
+            if processes.ended.done():
+                return 1  # its processes logged why
+        if console.show_table(self._table):
+            asyncio.get_running_loop().create_task(self._keep_table_fresh())
+        return None
+
+    # --- applying a set of services
+
+    def _apply(self, admitted: Admitted, *, announce: bool) -> None:
+        """LocalRunError, changing nothing, if a service's own endpoint cannot listen."""
+        self.endpoints.open_own(admitted)
+        before = self._admitted
+        self._admitted = admitted
+        for name in sorted(set(before.plans) - set(admitted.plans)):
+            if announce:
+                log.info(log_lines.SERVICE_REMOVED, name, before.sources[name])
+            self._remove(name)
+        routes = []
+        for name, plan in admitted.plans.items():
+            old = before.plans.get(name)
+            if announce and old is None:
+                log.info(log_lines.SERVICE_ADDED, name, admitted.sources[name])
+            elif announce and old != plan:
+                log.info(log_lines.SERVICE_CHANGED, name, admitted.sources[name])
+            self._options.admission.devices.announce(plan.devices.vendor)
+            identity = plan.serving.service
+            previous = self._identities.get(name)
+            if previous is not None and previous != identity:
+                self._remove(name)  # another namespace: another service to the workloads
+            self._identities[name] = identity
+            self.workloads.apply(plan.serving)
+            processes = self.workloads.processes(identity)
+            current = self.routes.get(name)
+            if current is not None and current.processes is processes:
+                routes.append(current)
+            else:
+                routes.append(Route(plan, processes, self.traffic.of(name)))
+                if current is not None:
+                    self._later(current.close())
+        self.routes.replace(routes)
+
+    def _remove(self, name: str) -> None:
+        identity = self._identities.pop(name, None)
+        route = self.routes.get(name)
+        if name not in self._admitted.plans:
+            self.endpoints.close_own(name)
+        if route is not None:
+            self._later(route.close())
+        if identity is not None:
+            self._later(self.workloads.remove(identity))
+
+    def _later(self, work: Any) -> None:
+        task = asyncio.ensure_future(work)
+        self._removing.add(task)
+        task.add_done_callback(self._removing.discard)
+
+    # --- serving: live files, failed services
+
+    async def watch(self) -> None:
+        """Until stopped: apply the files' changes, start failed services again."""
+        while not self.stop.is_set():
+            with contextlib.suppress(TimeoutError):
+                async with asyncio.timeout(WATCH_INTERVAL):
+                    await self.stop.wait()
+            if self.stop.is_set():
+                return
+            for change in self._files.changes():
+                await self._change(change)
+            self._restart_failed()
+
+    async def _change(self, change: FileChange) -> None:
+        try:
+            if change.error is not None:
+                raise change.error
+            manifests = self._files.with_change(change)
+            admitted = await self._admit(manifests)
+            if admitted is None:
+                return
+            self._apply(admitted, announce=True)
+        except (LocalConfigError, LocalRunError) as error:
+            log.error(log_lines.EDIT_REFUSED, change.path, one_line(str(error)))
+            return
+        self._files.accept(change)
+
+    def _restart_failed(self) -> None:
+        if self._restarts.due(self.routes.routes(), time.monotonic()):
+            self._apply(self._admitted, announce=False)  # starts what has ended
+
+    # --- what the endpoint shows
+
+    async def metrics(self) -> str:
+        return await local_metrics.scrape(self.routes.routes())
+
+    def _table(self) -> list[str]:
+        now = time.monotonic()
+        return render_table([view(route, now) for route in self.routes.routes()])
+
+    async def _keep_table_fresh(self) -> None:
+        while not self.stop.is_set():
+            console.refresh()
+            with contextlib.suppress(TimeoutError):
+                async with asyncio.timeout(1.0):
+                    await self.stop.wait()
+
+    def _changed(self) -> None:
+        self.endpoints.phases_changed()
+        if self._refresh is None:
+            self._refresh = asyncio.get_running_loop().call_soon(self._refreshed)
+
+    def _refreshed(self) -> None:
+        self._refresh = None
+        console.refresh()
+
+    # --- the end
+
+    async def close(self) -> None:
+        """Stop accepting, drain and stop every service, release every port."""
+        self.endpoints.begin_stop()
+        await self.workloads.close()
+        await self.endpoints.close()
+        while self._removing:
+            await asyncio.wait(set(self._removing))
+        for route in self.routes.routes():
+            await route.close()
+        self.budget.close()
+        console.hide_table()
+
+
+async def run_local(
+    files: ServedFiles,
+    manifests: LocalManifests,
+    options: RunOptions,
+    environ: Mapping[str, str],
+) -> int:
+    """Serve until SIGINT/SIGTERM (exit code 0) or a failure to start (exit code 1, logged)."""
+    loop = asyncio.get_running_loop()
+    local = LocalMode(files, options, environ)
+    for sig in (signal.SIGINT, signal.SIGTERM):
+        loop.add_signal_handler(sig, local.stop.set)
+    try:
+        admitted = await local.start(manifests)
+        failed = 0 if admitted is None else await local.serve_initial(admitted)
+        if failed is not None:
+            return failed
+        await local.watch()
+        log.info("shutting down")
+        return 0
+    except LocalRunError as error:
+        log.error("%s", one_line(str(error)))
+        return 1
+    finally:
+        await local.close()
+        for sig in (signal.SIGINT, signal.SIGTERM):
+            loop.remove_signal_handler(sig)
+        log.info(log_lines.STOPPED)
