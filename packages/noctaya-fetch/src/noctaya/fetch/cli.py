@@ -18,8 +18,13 @@ import time
 from collections.abc import Sequence
 from decimal import Decimal
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from noctaya.fetch.limits import DEFAULT_CONCURRENCY, DEFAULT_SIZE_CAP
+
+if TYPE_CHECKING:
+    from noctaya.fetch.delivery import Delivered
+    from noctaya.fetch.progress import Progress
 
 EXIT_PERMANENT = 2
 """Retrying cannot help: bad URI, not found, not allowed, wrong bytes, unsafe artifact."""
@@ -34,25 +39,42 @@ container's termination message, which the operator quotes in the service's stat
 
 def main(argv: Sequence[str] | None = None) -> int:
     # The hub clients' own tqdm bars would garble the log; tqdm reads TQDM_* when it is
-    # imported, so the fetchers are imported only after this.
+    # imported, so the fetchers are imported only after this (here and in `_deliver`).
     os.environ.setdefault("TQDM_DISABLE", "1")
-    from noctaya.fetch.delivery import deliver
     from noctaya.fetch.errors import FetchError
-    from noctaya.fetch.layout import Target, locate
-    from noctaya.fetch.marker import marker_of, read_record, write_marker
-    from noctaya.fetch.ownership import Waiting
-    from noctaya.fetch.progress import (
-        Progress,
-        ProgressReporter,
-        format_bytes,
-        format_duration,
-    )
-    from noctaya.fetch.retry import RetryPolicy
-    from noctaya.fetch.sources import FetchOptions, fetcher_for
+    from noctaya.fetch.progress import Progress
 
     arguments = _parser().parse_args(argv)
     _configure_logging()
     progress = Progress()
+    started = time.monotonic()
+    try:
+        delivered = _deliver(arguments, progress)
+    except FetchError as error:
+        _failed(f"noctaya-fetch: {error}", arguments.termination_log)
+        return EXIT_TRANSIENT if error.transient else EXIT_PERMANENT
+    except OSError as error:
+        _failed(f"noctaya-fetch: {arguments.uri}: {error}", arguments.termination_log)
+        return EXIT_TRANSIENT
+    elapsed = time.monotonic() - started
+    print(_summary(arguments.uri, delivered, progress, elapsed), file=sys.stderr)
+    print(delivered.path)
+    return 0
+
+
+def _deliver(arguments: argparse.Namespace, progress: Progress) -> Delivered:
+    """The model complete in the cache, fetched by this process or by another one it waited
+    for; then the shared cache's ready marker, when one is asked for."""
+    from noctaya.fetch.delivery import deliver
+    from noctaya.fetch.layout import Target, locate
+    from noctaya.fetch.marker import marker_of, read_record, write_marker
+    from noctaya.fetch.ownership import Waiting
+    from noctaya.fetch.progress import ProgressReporter
+    from noctaya.fetch.retry import RetryPolicy
+    from noctaya.fetch.sources import FetchOptions, fetcher_for
+
+    uri: str = arguments.uri
+    interval: float = arguments.progress_interval
     options = FetchOptions(
         retry=RetryPolicy(attempts=arguments.attempts),
         progress=progress,
@@ -61,49 +83,40 @@ def main(argv: Sequence[str] | None = None) -> int:
         size_cap=arguments.size_cap,
         concurrency=arguments.concurrency,
     )
-    uri: str = arguments.uri
-    waiting = Waiting(interval=arguments.progress_interval, timeout=arguments.wait_timeout)
-    started = time.monotonic()
 
     def fill(target: Target) -> None:
         """The owner's part; the client libraries are imported only here."""
         fetcher = fetcher_for(target.model.kind, options)
         live = sys.stderr.isatty()
-        interval = arguments.progress_interval
         with ProgressReporter(progress, uri, sys.stderr, interval=interval, live=live):
             fetcher.fill(target)
 
-    try:
-        target = locate(uri, arguments.cache)
-        delivered = deliver(target, fill, waiting)
-        if arguments.ready_marker is not None:
-            write_marker(arguments.ready_marker, read_record(marker_of(target.destination)) or {})
-    except FetchError as error:
-        _failed(f"noctaya-fetch: {error}", arguments.termination_log)
-        return EXIT_TRANSIENT if error.transient else EXIT_PERMANENT
-    except OSError as error:
-        _failed(f"noctaya-fetch: {uri}: {error}", arguments.termination_log)
-        return EXIT_TRANSIENT
-    elapsed = time.monotonic() - started
+    target = locate(uri, arguments.cache)
+    delivered = deliver(target, fill, Waiting(interval=interval, timeout=arguments.wait_timeout))
+    if arguments.ready_marker is not None:
+        write_marker(arguments.ready_marker, read_record(marker_of(target.destination)) or {})
+    return delivered
+
+
+def _summary(uri: str, delivered: Delivered, progress: Progress, elapsed: float) -> str:
+    """The closing stderr line: who completed the model, or that it already was, or how much
+    this process fetched and how fast (bytes resumed from an earlier try not counted)."""
+    from noctaya.fetch.progress import format_bytes, format_duration
+
     path = delivered.path
     if delivered.completed_by is not None:
-        print(
+        return (
             f"noctaya-fetch: {uri}: completed by {delivered.completed_by} while this one "
-            f"waited ({format_duration(elapsed)}); ready at {path}",
-            file=sys.stderr,
+            f"waited ({format_duration(elapsed)}); ready at {path}"
         )
-    elif not delivered.fetched or progress.total is None:
-        print(f"noctaya-fetch: {uri}: already complete at {path}", file=sys.stderr)
-    else:
-        fetched = progress.done() - progress.resumed
-        rate = format_bytes(fetched / max(elapsed, 1e-6))
-        print(
-            f"noctaya-fetch: {uri}: fetched {format_bytes(fetched)} in "
-            f"{format_duration(elapsed)} ({rate}/s); ready at {path}",
-            file=sys.stderr,
-        )
-    print(path)
-    return 0
+    if not delivered.fetched or progress.total is None:
+        return f"noctaya-fetch: {uri}: already complete at {path}"
+    fetched = progress.done() - progress.resumed
+    rate = format_bytes(fetched / max(elapsed, 1e-6))
+    return (
+        f"noctaya-fetch: {uri}: fetched {format_bytes(fetched)} in "
+        f"{format_duration(elapsed)} ({rate}/s); ready at {path}"
+    )
 
 
 def _failed(line: str, termination_log: Path) -> None:
