@@ -184,7 +184,8 @@ def _resolve_pvc(uri: str, reference: str) -> ResolvedModel:
 
 
 def _stays_within_volume(subpath: str) -> bool:
-    """Relative, already clean (as Go's `path.Clean` would leave it), and not climbing out."""
+    """Relative, already in clean form (normalising would not change it: no `//`, `.` or
+    `name/..`, no trailing `/`), and not climbing out."""
     return (
         not subpath.startswith("/")
         and posixpath.normpath(subpath) == subpath

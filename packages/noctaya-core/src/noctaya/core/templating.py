@@ -1,10 +1,13 @@
-"""The template language of runtime args and env values: a small, safe subset of Go's.
+"""The template language of runtime args and env values: field lookups, nothing else.
 
-Only field lookups are understood: `{{ .Model.Path }}`, `{{ .Service.Name }}` and
-`{{ .Service.Namespace }}`, with Go's optional `{{-`/`-}}` whitespace trim markers. Anything
-else (pipelines, functions, `if`, comments) is rejected rather than guessed at, and an unknown
-key is an error, as with Go's `missingkey=error`: a typo must never render as an empty string.
-Messages follow Go's `text/template` wording, with the field path as the template name.
+Only `{{ .Model.Path }}`, `{{ .Service.Name }}` and `{{ .Service.Namespace }}` are understood,
+with optional `{{-`/`-}}` markers that trim the whitespace beside them. Anything else
+(pipelines, functions, `if`, comments) is rejected rather than guessed at, and an unknown key
+is an error: a typo must never render as an empty string.
+
+Runtimes are written for the reference's Go `text/template` with `missingkey=error` (the
+reference behaviour), so this is a subset of it on purpose: what renders here renders the same
+there, and errors read the same (`template: <field path>:<line>: ...`).
 """
 
 from __future__ import annotations
@@ -85,7 +88,7 @@ class _Action:
     body: str
     """The action's content with surrounding whitespace and trim markers removed."""
     offset: int
-    """Where `body` starts in the template text, for Go-style `line:column` positions."""
+    """Where `body` starts in the template text, for the `line:column` of error messages."""
 
 
 def _split(text: str, name: str) -> Iterator[tuple[str, _Action | None]]:
@@ -137,7 +140,7 @@ def _evaluate(text: str, action: _Action, data: TemplateData, name: str) -> str:
 
 
 def _position(text: str, offset: int) -> tuple[int, int]:
-    """Go's template position: 1-based line, 0-based column within that line."""
+    """The position an error message gives: 1-based line, 0-based column within that line."""
     line_start = text.rfind("\n", 0, offset) + 1
     return text.count("\n", 0, offset) + 1, offset - line_start
 

@@ -102,9 +102,9 @@ def same_request(
 
     Every requested field must hold in the live spec, and every field only the live spec has
     must be one `server_defaults` allows (a field the request dropped is a change). Empty values
-    count as absent (Go encoders omit them), lists must match entry by entry (an access mode
-    dropped from the request is a change), and storage sizes compare by amount (`1.5Gi` is
-    `1536Mi`).
+    count as absent (clients leave them out of what they send), lists must match entry by
+    entry (an access mode dropped from the request is a change), and storage sizes compare by
+    amount (`1.5Gi` is `1536Mi`).
     """
     return _matches(
         _with_storage_amount(live_spec), _with_storage_amount(requested_spec), server_defaults
@@ -179,8 +179,8 @@ def _server_filled(live: object, defaults: ServerDefaults | None) -> bool:
 
 
 def _is_zero(value: object) -> bool:
-    """Empty values Go encoders omit. Not `false` or 0: a field set to those may default to
-    something else when absent."""
+    """Empty values, which clients leave out of what they send (`omitempty`). Not `false` or
+    0: a field set to those may default to something else when absent."""
     return value is None or value in ("", {}, [])
 
 

@@ -5,8 +5,8 @@ Four roles, each for one reason to talk to the API server:
   (secrets have no update/patch: create-once never rewrites a Secret; StorageClasses are only
   listed, to tell the cluster's default class from one a cache claim named);
 - the leader-election Role, namespaced to the manager's namespace: the Lease it campaigns for,
-  and core Events because the elected leader records a `LeaderElection` event on that Lease, as
-  client-go's resource lock does (it lets `kubectl describe lease` show who took over when);
+  and core Events because the elected leader records a `LeaderElection` event on that Lease
+  (it lets `kubectl describe lease` show who took over when);
 - the metrics-auth ClusterRole: TokenReviews and SubjectAccessReviews, which the secure metrics
   endpoint needs to authenticate and authorize its scrapers;
 - the metrics-reader ClusterRole, for whoever scrapes `/metrics` (bind it to Prometheus).
@@ -100,7 +100,8 @@ def _binding(kind: str, role_kind: str, role: str, namespace: str | None = None)
 
 
 def rbac_manifests() -> dict[str, Manifest]:
-    """File name → object, one object per file as kubebuilder lays out `config/rbac`."""
+    """File name → object, one object per file, as `config/rbac` holds them beside the
+    kustomization that lists them."""
     return {
         "service_account.yaml": {
             "apiVersion": "v1",

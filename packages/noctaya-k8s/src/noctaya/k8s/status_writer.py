@@ -1,5 +1,5 @@
 """Writing LLMService status: only when it changed, through the status subresource, retrying
-conflicts (client-go's DefaultRetry: 5 attempts, 10 ms apart).
+conflicts (5 attempts, 10 ms apart, as the reference behaviour specifies).
 
 The first attempt writes on the object the reconcile read (the informer's copy): its
 resourceVersion makes the API server refuse the write if anything changed since, so a

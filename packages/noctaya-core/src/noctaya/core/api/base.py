@@ -35,7 +35,8 @@ GROUP_VERSION: Final = "serving.noctaya.io/v1alpha1"
 
 # Longest duration string accepted; bounds the cost of the CEL rules that call duration().
 DURATION_MAX_LENGTH = 64
-# Go `time.ParseDuration` syntax, which is also what CEL's duration() accepts.
+# Duration syntax (`300ms`, `1h30m`): exactly what CEL's duration() accepts, so the CEL rules
+# can call it on any value this pattern lets through.
 DURATION_PATTERN = r"^[-+]?(0|(([0-9]+(\.[0-9]*)?|\.[0-9]+)(ns|us|µs|μs|ms|s|m|h))+)$"
 DNS_LABEL_PATTERN = r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?$"
 # The pattern Kubernetes publishes for `resource.Quantity`.
@@ -148,7 +149,7 @@ ApiDuration = Annotated[
         {"type": "string", "pattern": DURATION_PATTERN, "maxLength": DURATION_MAX_LENGTH}
     ),
 ]
-"""A Go duration (`10s`, `5m`, `1h30m`) written as a string."""
+"""A duration (`10s`, `5m`, `1h30m`) written as a string."""
 
 
 def _quantity_schema(*checks: rules.Rule) -> WithJsonSchema:

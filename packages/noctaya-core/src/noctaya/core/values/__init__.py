@@ -1,4 +1,4 @@
-"""Value objects that parse and print exactly like their Go/Kubernetes originals.
+"""Value objects that parse and print exactly as the API's durations and quantities are written.
 
 `Quantity` is imported when first named: it brings the `decimal` module, which processes that
 parse only durations (every gateway) need not hold.

@@ -1,7 +1,9 @@
-"""Go `time.Duration`: users write `5m`, the operator renders `5m0s`, and both must mean the same.
+"""Durations as the API writes them: users write `5m`, the operator renders `5m0s`, and both
+must mean the same.
 
-Parsing follows Go's `time.ParseDuration`; printing follows `Duration.String()`, so env vars and
-messages match what Go tooling would show.
+The API's durations are Go's (the CRD reference), so on purpose parsing accepts what Go's
+`time.ParseDuration` accepts, with its error wording, and printing gives what its
+`Duration.String()` gives: env vars and messages read as the reference's do.
 """
 
 from __future__ import annotations
@@ -35,15 +37,14 @@ SECOND = 1_000_000_000
 
 @dataclass(frozen=True, order=True)
 class Duration:
-    """A signed span of nanoseconds, bounded like Go's int64 `Duration`."""
+    """A signed span of nanoseconds that fits in 64 bits (about 292 years either way)."""
 
     nanoseconds: int
 
     @classmethod
     def parse(cls, text: str) -> Duration:
-        """Parse Go duration syntax (`300ms`, `1.5s`, `1h30m`, `-1s`); raise ValueError otherwise.
-
-        Errors carry Go's `time.ParseDuration` wording, so a bad manifest reads the same here.
+        """Parse duration syntax (`300ms`, `1.5s`, `1h30m`, `-1s`); raise ValueError otherwise,
+        worded `time: invalid duration "..."` and the like (see the module docstring).
         """
         if not isinstance(text, str):
             raise ValueError(f"invalid duration {text!r}: not a string")
@@ -96,7 +97,7 @@ class Duration:
 
 
 def positive_duration(text: str) -> Duration:
-    """A Go duration above zero (`90s`, `10m`); ValueError for anything else."""
+    """A duration above zero (`90s`, `10m`); ValueError for anything else."""
     value = Duration.parse(text)
     if value.nanoseconds <= 0:
         raise ValueError(f"time: duration {go_quote(text)} is not positive")
@@ -123,14 +124,14 @@ def _leading_component(rest: str, original: str) -> tuple[int, str]:
 
 
 def _fraction(value: int, digits: int) -> str:
-    """`value` scaled down by 10**digits, printed with trailing zeros dropped (Go's fmtFrac)."""
+    """`value` scaled down by 10**digits, printed with trailing zeros dropped."""
     whole, frac = divmod(value, 10**digits)
     frac_text = f"{frac:0{digits}d}".rstrip("0")
     return f"{whole}.{frac_text}" if frac_text else str(whole)
 
 
 def format_go_duration(nanoseconds: int) -> str:
-    """Go's `Duration.String()`: `0s`, `1.5ms`, `10s`, `5m0s`, `1h30m0s`."""
+    """The canonical text of a duration: `0s`, `1.5ms`, `10s`, `5m0s`, `1h30m0s`."""
     if nanoseconds == 0:
         return "0s"
     sign = "-" if nanoseconds < 0 else ""

@@ -1,8 +1,9 @@
-"""Go's spelling of strings, string slices and integers, as Kubernetes tooling prints them.
+"""Strings, string slices and integers spelled as the reference's messages spell them.
 
-Messages embed values with Go's `%q` and slices with `%v` (`[a b]`); users and tests compare
-those messages verbatim, and the prewarm programs reuse `%q` output as Python literals.
-Settings parse integers as `strconv.Atoi` does, so `1_000` or ` 5` are not numbers here.
+The reference behaviour quotes values with Go's `%q`, prints slices with `%v` (`[a b]`) and
+reads integer settings with `strconv.Atoi`; this module does the same on purpose, because users
+and tests compare those messages verbatim. The quoted form is also a valid Python literal, which
+the prewarm programs rely on.
 """
 
 from __future__ import annotations
@@ -26,10 +27,10 @@ _SHORT_ESCAPES = {
 
 
 def go_quote(text: str) -> str:
-    """Go's `strconv.Quote` (`%q`): printable runes verbatim, everything else escaped.
+    """`text` in double quotes: printable characters verbatim, everything else escaped.
 
-    The escapes Go emits (`\\n`, `\\x01`, `\\u2028`, `\\U0001f600`) are also valid Python string
-    escapes, so the result can be pasted into generated Python source as a literal.
+    The escapes (`\\n`, `\\x01`, `\\u2028`, `\\U0001f600`) are also valid Python string escapes,
+    so the result can be pasted into generated Python source as a literal.
     """
     return '"' + "".join(_quote_rune(char) for char in text) + '"'
 
@@ -48,12 +49,13 @@ def _quote_rune(char: str) -> str:
 
 
 def go_list(items: Iterable[str]) -> str:
-    """Go's `%v` of a string slice: `[a b]`."""
+    """`items` space-separated in brackets: `[a b]`."""
     return "[" + " ".join(items) + "]"
 
 
 def go_positive_int(text: str) -> int | None:
-    """`text` as Go's `strconv.Atoi` reads it (optional sign, ASCII digits) if above zero."""
+    """`text` as a number if it is an optional sign and ASCII digits only, and above zero;
+    `1_000` or ` 5` are not numbers here."""
     if not _GO_DECIMAL.fullmatch(text):
         return None
     value = int(text)

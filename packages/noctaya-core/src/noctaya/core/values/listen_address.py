@@ -1,8 +1,10 @@
-"""Go-form listen addresses (`:8080`, `127.0.0.1:8080`, `[::1]:8080`) split into host and port.
+"""Listen addresses (`:8080`, `127.0.0.1:8080`, `[::1]:8080`) split into host and port.
 
-The operator's bind-address flags and the gateway's `NOCTAYA_*` addresses use the form Go's
-`net.SplitHostPort` reads: an empty host means every interface, IPv6 literals are bracketed.
-Each caller words its own errors, so a failure carries the problem as well as a message.
+An empty host means every interface; IPv6 literals are bracketed. The operator's bind-address
+flags and the gateway's `NOCTAYA_*` addresses take the reference's values unchanged, so this
+reads them as Go's `net.SplitHostPort` does, on purpose; for the operator's flags that includes
+any bracketed host, even an empty one. Each caller words its own errors, so a failure carries
+the problem as well as a message.
 """
 
 from __future__ import annotations
@@ -29,7 +31,7 @@ def parse_listen_address(text: str, *, any_bracketed_host: bool = False) -> tupl
     """Split `text` into `(host, port)`; host `""` means all interfaces.
 
     Brackets must hold an IPv6 address unless `any_bracketed_host`, which accepts any bracketed
-    host (even an empty one) as Go's `net.SplitHostPort` does for controller-runtime's flags.
+    host, even an empty one (the operator's flags: see the module docstring).
     Raise ListenAddressError naming the problem.
     """
     if not isinstance(text, str):

@@ -1,12 +1,12 @@
 """Whether a scraper may read `/metrics`: the API server decides, a short cache remembers.
 
-controller-runtime's authn/authz filter: the bearer token goes to a TokenReview (who is this?)
-and the user to a SubjectAccessReview for `get` on the non-resource URL (may they?). Like the
-filter's delegating authenticator and authorizer, verdicts are cached briefly (allowed for a
-minute, refused for half of one), so that Prometheus scraping every few seconds does not cost
-two API requests per scrape. Entries are keyed by a digest of the token and the path (the token
-itself is never kept) and the cache holds a bounded number of them. API failures are not
-cached: the next scrape asks again.
+The bearer token goes to a TokenReview (who is this?) and the user to a SubjectAccessReview for
+`get` on the non-resource URL (may they?): the check controller-runtime's authn/authz filter
+makes, on purpose, so the RBAC that lets Prometheus scrape a Go operator lets it scrape this
+one. Verdicts are cached briefly (allowed for a minute, refused for half of one), so that
+Prometheus scraping every few seconds does not cost two API requests per scrape. Entries are
+keyed by a digest of the token and the path (the token itself is never kept) and the cache
+holds a bounded number of them. API failures are not cached: the next scrape asks again.
 """
 
 from __future__ import annotations

@@ -1,9 +1,10 @@
 """Which cluster the operator talks to, and which namespace it lives in.
 
-Configuration is looked up in controller-runtime's order: `--kubeconfig`, then `$KUBECONFIG`,
-then the in-cluster service account, then `~/.kube/config`. The namespace (home of the leader
-election Lease) is `$POD_NAMESPACE`, else the service account's namespace file, else the
-packaging default `noctaya-system`.
+Configuration is looked up in this order: `--kubeconfig`, then `$KUBECONFIG`, then the
+in-cluster service account, then `~/.kube/config` (controller-runtime's order, on purpose: a
+setup that finds the cluster for a Go operator finds it for this one). The namespace (home of
+the leader election Lease) is `$POD_NAMESPACE`, else the service account's namespace file, else
+the packaging default `noctaya-system`.
 """
 
 from __future__ import annotations

@@ -1,9 +1,10 @@
-"""The operator's command line, parsed the way Go's `flag` package would.
+"""The operator's command line.
 
-Deployment manifests written for Go operators pass `--leader-elect=true`, so booleans take an
-optional `=value` in Go's `strconv.ParseBool` spellings, and a bare `--leader-elect` means true.
-Syntax errors exit 2 (argparse and Go agree); values that parse but are not allowed raise
-`FlagError`, which the entry point reports and exits 1 on.
+It is read as Go's `flag` package reads the reference operator's, on purpose: deployment
+manifests written for Go operators pass `--leader-elect=true`, so booleans take an optional
+`=value` in the spellings of Go's `strconv.ParseBool`, and a bare `--leader-elect` means true;
+integers are decimal and 64-bit. Syntax errors exit 2; values that parse but are not allowed
+raise `FlagError`, which the entry point reports and exits 1 on.
 """
 
 from __future__ import annotations
@@ -42,7 +43,7 @@ def go_bool(text: str) -> bool:
 
 
 def go_int(text: str) -> int:
-    """A Go `int` flag: decimal, 64-bit; range rules beyond that belong to validation."""
+    """An integer flag: decimal, signed 64-bit; range rules beyond that belong to validation."""
     try:
         value = int(text, 10)
     except ValueError:
@@ -53,7 +54,7 @@ def go_int(text: str) -> int:
 
 
 def log_level(text: str) -> str:
-    """zap's level flag: a name, or a positive integer for increasingly verbose debug output."""
+    """The log level flag: a name, or a positive integer for increasingly verbose debug output."""
     if text in LOG_LEVELS or (text.isdigit() and int(text) > 0):
         return text
     raise argparse.ArgumentTypeError(
@@ -247,7 +248,7 @@ def _add_flags(parser: argparse.ArgumentParser, flags: Sequence[_Flag]) -> None:
 
 
 def parse_flags(argv: Sequence[str] | None = None) -> OperatorFlags:
-    """Parse the command line; argparse exits 2 on syntax errors, as Go's flag package does."""
+    """Parse the command line; a syntax error exits 2 (argparse's usage error)."""
     args = build_parser().parse_args(argv)
     log_format = "console" if args.log_format == "text" else args.log_format
     fetch_image = args.fetch_image or args.gateway_image

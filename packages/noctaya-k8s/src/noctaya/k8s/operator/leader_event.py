@@ -1,7 +1,8 @@
-"""The `LeaderElection` event on the Lease, as client-go's resource lock records it.
+"""The `LeaderElection` event on the Lease (`<identity> became leader`).
 
-`kubectl describe lease 6d7012cb.noctaya.io` then shows which replica took over and when, which
-is the first question after a fail-over. Best effort: a lost event never stops the operator.
+It is the event client-go's resource lock records, on purpose: `kubectl describe lease
+6d7012cb.noctaya.io` then shows which replica took over and when, which is the first question
+after a fail-over. Best effort: a lost event never stops the operator.
 Written through the DynamicClient the controller already uses: the typed `CoreV1Api` would be
 imported on first use, which takes seconds on a busy machine while the workers run.
 """

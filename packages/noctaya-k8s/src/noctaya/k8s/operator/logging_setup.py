@@ -1,8 +1,9 @@
-"""Structured logs in zap's two shapes, so the operator's logs read like a Go operator's.
+"""Structured logs in the two shapes of zap, the logger of Go operators, on purpose: pipelines
+and people used to those read these the same way, and the `--zap-*` flags mean the same.
 
 Production (the default): one JSON object per line with `level`, `ts`, `logger`, `msg` and the
-record's `extra` fields, at info. Development (`--zap-devel`, kubebuilder's scaffold default,
-which suits a terminal and not a cluster's log pipeline): tab-separated
+record's `extra` fields, at info. Development (`--zap-devel`, which suits a terminal and not a
+cluster's log pipeline, hence not the default, unlike the reference's): tab-separated
 `time LEVEL logger message {fields as JSON}`, from debug. Either way each field is a key, not
 prose, so a log pipeline can filter on `llmservice` or `error` without parsing messages.
 """
@@ -60,7 +61,8 @@ class ConsoleFormatter(logging.Formatter):
 
 
 def level_number(level: str) -> int:
-    """zap's level names; an integer N > 0 is debug verbosity N (Python has one debug level)."""
+    """The level `--zap-log-level` names; an integer N > 0 is debug verbosity N, which is debug
+    here (Python has one debug level)."""
     return _LEVEL_NAMES.get(level, logging.DEBUG)
 
 

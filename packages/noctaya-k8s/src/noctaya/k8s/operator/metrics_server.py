@@ -4,7 +4,8 @@ A fixed pool of worker threads serves the connections, so a flood of them (or of
 handshakes that never finish) costs no more threads than the pool holds. A connection that
 finds every worker busy waits in a short queue; one that finds the queue full, or waited there
 too long, is closed unanswered at once. The TLS context is asked for on every connection, so a
-rotated certificate is served without a restart.
+rotated certificate is served without a restart. Errors are answered as the reference's
+metrics server answers them (the status text and a newline, plain text, `nosniff`).
 """
 
 from __future__ import annotations
@@ -60,7 +61,7 @@ _Pending = tuple[socket.socket, Any, float]  # connection, client address, when 
 
 
 class _PooledHTTPServer(HTTPServer):
-    request_queue_size = socket.SOMAXCONN  # the listen backlog, as Go's listeners have
+    request_queue_size = socket.SOMAXCONN  # the largest listen backlog: a burst waits, not refused
     registry: CollectorRegistry
     reviewer: AccessReview | None
     tls: TlsContexts | None
@@ -136,7 +137,7 @@ class _Handler(BaseHTTPRequestHandler):
         send_whole(self, HTTPStatus.OK, CONTENT_TYPE_LATEST, generate_latest(server.registry))
 
     def _error(self, status: HTTPStatus) -> None:
-        """As Go's `http.Error`: the status text and a newline, plain text, nosniff."""
+        """The status text and a newline, plain text, `nosniff` (see the module docstring)."""
         body = f"{status.phrase}\n".encode()
         send_whole(self, status, PLAIN_TEXT, body, ("X-Content-Type-Options", "nosniff"))
 

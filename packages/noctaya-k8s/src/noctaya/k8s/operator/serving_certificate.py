@@ -1,9 +1,9 @@
 """The metrics server's TLS: a given certificate that follows rotation, or a generated one.
 
-As controller-runtime's metrics server: with `--metrics-cert-path` the files there are served
-and re-read when they change (a cert-manager renewal or a Secret update takes effect on the
-next connection, no restart); without it a self-signed certificate is generated at start-up,
-so that secure metrics (the default) work without any certificate management. TLS 1.2+, and
+With `--metrics-cert-path` the files there are served and re-read when they change (a
+cert-manager renewal or a Secret update takes effect on the next connection, no restart);
+without it a self-signed certificate is generated at start-up, so that secure metrics (the
+default) work without any certificate management. TLS 1.2+, and
 ALPN offers HTTP/1.1 only, which is what `--enable-http2=false` asks for.
 """
 
@@ -101,7 +101,7 @@ def self_signed_context(hostname: str) -> ssl.SSLContext:
 def _self_signed_pem(hostname: str) -> tuple[bytes, bytes]:
     key = ec.generate_private_key(ec.SECP256R1())
     now = datetime.datetime.now(datetime.UTC)
-    # client-go names its self-signed certificates `<host>@<unix time>`; so does this one.
+    # `<host>@<unix time>`: which pod made the certificate and when, a new name at every start.
     common_name = f"{hostname}@{int(now.timestamp())}"
     name = x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, common_name)])
     hosts = dict.fromkeys((hostname, "localhost"))  # once each, in order

@@ -2,8 +2,8 @@
 
 Rendering what the server keeps (rather than what a user spelled) lets the operator see that a
 live object already matches, so an unchanged service causes no write: empty strings and lists
-are left out, as Go's encoders leave them out, and so is a probe timing of zero, which means
-"the default" to Kubernetes.
+are left out, as the API server leaves them out of what it stores, and so is a probe timing of
+zero, which means "the default" to Kubernetes.
 """
 
 from __future__ import annotations

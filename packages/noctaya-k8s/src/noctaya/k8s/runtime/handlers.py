@@ -26,8 +26,8 @@ def own_key(obj: KubeObject) -> list[ObjectKey]:
 def controller_owner(api_group: str, kind: str) -> Mapper:
     """Maps an object to its controller owner of `kind` in `api_group` (any version).
 
-    Only the reference with `controller: true` counts, as in controller-runtime's
-    `EnqueueRequestForOwner(..., OnlyControllerOwner())`.
+    Only the reference with `controller: true` counts: it is the one the operator sets on what
+    it renders, and an owner reference someone else added does not make an object its own.
     """
 
     def owner_keys(obj: KubeObject) -> list[ObjectKey]:

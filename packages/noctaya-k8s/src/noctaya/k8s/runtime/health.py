@@ -1,7 +1,9 @@
-"""`/healthz` and `/readyz` on the probe address: simple pings, like controller-runtime's.
+"""`/healthz` and `/readyz` on the probe address: simple pings.
 
 They answer as long as the process serves HTTP; a stuck informer or a lost Lease ends the
 process instead (see manager.py), which is what the kubelet's liveness probe would do anyway.
+The address takes the values the reference operator's does (`:8081`, `"0"` for none), so its
+manifests carry over.
 """
 
 from __future__ import annotations
@@ -33,10 +35,10 @@ _PORT_PROBLEMS = frozenset(
 
 
 def parse_probe_address(text: str, what: str = "health probe") -> tuple[str, int] | None:
-    """A Go-form listen address (`:8081`, `127.0.0.1:8081`, `[::1]:8081`) as `(host, port)`.
+    """A listen address (`:8081`, `127.0.0.1:8081`, `[::1]:8081`) as `(host, port)`.
 
-    `"0"` disables the endpoint, as controller-runtime's bind-address flags do. An empty host
-    means every interface. `what` names the address in errors (the metrics one parses alike).
+    `"0"` disables the endpoint (None). An empty host means every interface. `what` names the
+    address in errors (the metrics one parses alike).
     """
     if text == DISABLED:
         return None
@@ -157,7 +159,8 @@ def _bind(
     *,
     dual_stack: bool,
 ) -> _Server:
-    """IPv6 sockets also take IPv4 connections, like Go's listener on `:port`."""
+    """`server_class` listening on `address`. With `dual_stack` its socket is IPv6 and also
+    takes IPv4 connections, so an empty host (`:port`) serves every address of both families."""
     server = server_class(address, handler, bind_and_activate=False)
     try:
         if dual_stack:

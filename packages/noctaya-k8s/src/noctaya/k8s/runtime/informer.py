@@ -4,7 +4,9 @@ The `kubernetes` package's `SharedInformer` is not used: it hands update handler
 object (an update predicate such as "generation changed" needs the old one too), re-delivers
 every object as modified on each relist, retries a failing watch in a tight loop without
 backoff, and has no answer to a kind the server does not serve. This one uses the package's
-DynamicClient (any kind, CRDs included) and `Watch`, and follows client-go's reflector:
+DynamicClient (any kind, CRDs included) and `Watch`, and retries, relists and times out as
+client-go's reflector does, on purpose, so that the API server sees the load any controller
+puts on it:
 
 - transport failures (connection refused or reset, as while the API server restarts) and 429
   resume the watch from the last resourceVersion after a jittered, doubling, capped delay; a
@@ -75,7 +77,7 @@ class WatchTarget:
 
 @dataclass(frozen=True)
 class InformerTiming:
-    """Retry and timeout policy; the defaults are client-go's reflector values."""
+    """Retry and timeout policy, in seconds; the defaults are the reflector's (module docstring)."""
 
     retry_initial: float = 0.8
     retry_max: float = 30.0
@@ -213,7 +215,8 @@ class Informer:
                 raise KindNotServed(missing) from error
             if api_status(error) != HTTP_GONE:
                 raise
-            # A continue token expired between pages: one unpaginated list, as client-go does.
+            # A continue token expired between pages: list again in one request, with no token
+            # to expire.
             items, version = self._list_pages(resource, None)
         for item in items:
             item.setdefault("apiVersion", self.target.kind.api_version)
@@ -333,8 +336,8 @@ class Informer:
 
 def _drop_managed_fields(obj: KubeObject) -> KubeObject:
     """Server-side apply's field ownership is often the largest part of an object, and nothing
-    reading a cache needs it: cached objects go without it (as controller-runtime's
-    TransformStripManagedFields does), which bounds the cache's memory by the objects' content.
+    reading a cache needs it: cached objects go without it, which bounds the cache's memory by
+    the objects' content.
     """
     metadata = obj.get("metadata")
     if isinstance(metadata, dict):

@@ -1,10 +1,13 @@
-"""Lease-based leader election (coordination.k8s.io/v1), as client-go's leaderelection does it.
+"""Lease-based leader election (coordination.k8s.io/v1).
+
+The Lease is read and written by client-go's leaderelection rules, on purpose: its record means
+the same to this operator, to a Go one and to `kubectl describe lease`.
 
 Not `kubernetes.leaderelection`: its loops sleep without a way to cancel them, it cannot
 release the lease on shutdown, it exits the process on bad timings, insists on whole-second
 periods (too slow for tests) and talks through the global default client.
 
-Rules, as in client-go: a candidate takes the Lease when it does not exist, has no holder
+Rules: a candidate takes the Lease when it does not exist, has no holder
 (released), or its record has not changed for `leaseDurationSeconds` as measured on the
 candidate's own clock since it last saw the record change (so clock skew between replicas does
 not matter). The leader renews every `retry_period`; when no renewal succeeded for
@@ -55,13 +58,14 @@ HTTP_NOT_FOUND = 404
 
 
 def default_identity() -> str:
-    """`<hostname>_<uuid>`, as controller-runtime names a candidate."""
+    """`<hostname>_<uuid>`: the pod that campaigns, unique across its restarts."""
     return f"{socket.gethostname()}_{uuid.uuid4()}"
 
 
 @dataclass(frozen=True)
 class LeaderElectionConfig:
-    """Where the Lease lives and the timings (controller-runtime defaults: 15 s, 10 s, 2 s)."""
+    """Where the Lease lives and the timings (by default a 15 s lease, given up 10 s after the
+    last renewal, renewed every 2 s)."""
 
     namespace: str
     name: str = LEADER_ELECTION_ID
@@ -105,8 +109,7 @@ class LeaderElector:
         clock: Clock = time.monotonic,
     ) -> None:
         self.config = config
-        # Own connections: renewals never queue behind watches in the shared pool, as
-        # controller-runtime also gives leader election a client of its own.
+        # Own connections: renewals never queue behind watches in the shared pool.
         self._resolver = ResourceResolver(client_without_retries(api_client))
         self._lease_kind: Any = None  # the Lease's DynamicClient resource, once discovered
         self._on_started_leading = on_started_leading

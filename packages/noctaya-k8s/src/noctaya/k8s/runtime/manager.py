@@ -15,7 +15,8 @@ Lifecycle of `run`:
    away but never while this replica is still writing.
 4. Leadership lost (no renewal within the renew deadline): workers take no new key at once, the
    process shuts down as above (without releasing), and `run` raises `LeadershipLost` for the
-   entry point to exit non-zero, as controller-runtime does; the replica restarts as a standby.
+   entry point to exit non-zero: the container restarts as a standby, with nothing kept from
+   its time as leader.
 """
 
 from __future__ import annotations
@@ -58,7 +59,7 @@ class LeadershipLost(Exception):
 class ManagerOptions:
     workers: int = DEFAULT_WORKERS
     leader_election: LeaderElectionConfig | None = None
-    health_probe_address: str = ":8081"  # Go form; "0" disables
+    health_probe_address: str = ":8081"  # host:port, no host for all interfaces; "0" disables
     informer_timing: InformerTiming = field(default_factory=InformerTiming)
     retry_base_delay: float = DEFAULT_BASE_DELAY
     retry_max_delay: float = DEFAULT_MAX_DELAY

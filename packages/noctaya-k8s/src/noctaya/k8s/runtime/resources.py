@@ -34,7 +34,8 @@ from noctaya.core.ports import Clock
 
 _DISCOVERY_LOCK = threading.Lock()
 NOT_SERVED_TTL = 10.0
-DISCOVERY_TIMEOUT = 32.0  # client-go's discovery client timeout
+# Seconds one discovery may take: kubectl's bound, so a server kubectl can discover, this can.
+DISCOVERY_TIMEOUT = 32.0
 # The deadline of the discovery running on this thread; None outside the resolver's lock.
 _DISCOVERY_DEADLINE: ContextVar[float | None] = ContextVar("discovery_deadline", default=None)
 

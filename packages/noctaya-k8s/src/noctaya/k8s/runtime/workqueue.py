@@ -1,9 +1,9 @@
 """The controller work queue: at most one worker per key, deduplication, per-key backoff.
 
-Semantics follow client-go's rate-limited work queue, because reconcilers are written against
-them: a key added while it waits is stored once; a key added while a worker holds it is handed
-out again only after that worker calls `done`; failures are retried after an exponential
-per-key delay that `forget` resets.
+The semantics are those of client-go's rate-limited work queue, on purpose: the reconciler
+relies on them as any Kubernetes controller does. A key added while it waits is stored once; a
+key added while a worker holds it is handed out again only after that worker calls `done`;
+failures are retried after an exponential per-key delay that `forget` resets.
 """
 
 from __future__ import annotations
@@ -25,7 +25,7 @@ DEFAULT_MAX_DELAY = 1000.0
 
 
 class ExponentialBackoff(Generic[K]):
-    """Per-key delay `base * 2**failures`, capped (client-go's 5 ms doubling to 1000 s default)."""
+    """Per-key delay `base * 2**failures`, capped (by default 5 ms, doubling up to 1000 s)."""
 
     def __init__(
         self, base_delay: float = DEFAULT_BASE_DELAY, max_delay: float = DEFAULT_MAX_DELAY
