@@ -1,10 +1,4 @@
-"""Root conftest: registers the suite-wide plugins (one line each, so others can add theirs).
-
-`noctaya.k8s` is imported first so that every test uses the `kubernetes` client loaded as the
-operator loads it (`noctaya.k8s.lean_kubernetes`), the suite's own helpers included.
-"""
-
-import noctaya.k8s  # noqa: F401
+"""Root conftest: registers the suite-wide plugins (one line each, so others can add theirs)."""
 
 pytest_plugins = [
     "pytester",
