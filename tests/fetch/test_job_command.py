@@ -14,7 +14,13 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
-from noctaya.core.cache_planning import CACHE_MOUNT_PATH, CachePlan, plan_cache, plan_prewarm
+from noctaya.core.cache_planning import (
+    CACHE_MOUNT_PATH,
+    FETCH_PERMANENT_FAILURE,
+    CachePlan,
+    plan_cache,
+    plan_prewarm,
+)
 from noctaya.core.model_source import resolve_model
 from noctaya.core.plan.container import Env
 
@@ -191,12 +197,12 @@ def test_a_gated_model_is_prewarmed_with_the_token_of_its_secret_ref(
     wrong = job("hub-token", "hf_not_granted", "wrong")
     granted = job("hub-token", GATED_TOKEN, "granted")
 
-    assert without.returncode == 2
+    assert without.returncode == FETCH_PERMANENT_FAILURE  # the Job fails at once, no retry
     assert "the hub answered HTTP 401" in without.stderr.splitlines()[-1]
     assert f"set {variable} to a token that grants access (for an LLMService, {field})" in (
         without.stderr
     )
-    assert wrong.returncode == 2
+    assert wrong.returncode == FETCH_PERMANENT_FAILURE
     assert "the hub answered HTTP 403" in wrong.stderr.splitlines()[-1]
     assert f"the token in {variable} does not grant access" in wrong.stderr
     assert granted.returncode == 0, granted.stderr

@@ -14,7 +14,8 @@ import pytest
 from kubernetes import client as k8s_client
 from kubernetes.client.exceptions import ApiException
 from noctaya.core.plugins import VendorRegistry
-from noctaya.k8s.controller import build_controller
+from noctaya.k8s.controller import build_controller, cluster_reconciler
+from noctaya.k8s.reader import ApiReader
 from noctaya.k8s.reconciler import LLMServiceReconciler, OperatorSettings
 from noctaya.k8s.runtime import InformerTiming, LeaderElectionConfig, Manager, ManagerOptions
 from noctaya.k8s.runtime.resources import ResourceResolver
@@ -38,9 +39,12 @@ def make_reconciler(
     def make(
         gateway_replicas: int = 1, client: k8s_client.ApiClient | None = None
     ) -> LLMServiceReconciler:
-        """A reconciler with the admin's credentials, or with `client`'s."""
-        return LLMServiceReconciler(
-            ResourceResolver(client or api_client),
+        """A reconciler with the admin's credentials, or with `client`'s, reading the API
+        server itself."""
+        resolver = ResourceResolver(client or api_client)
+        return cluster_reconciler(
+            resolver,
+            ApiReader(resolver),
             vendors,
             OperatorSettings(gateway_image=GATEWAY_IMAGE, gateway_replicas=gateway_replicas),
         )

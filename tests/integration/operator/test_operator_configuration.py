@@ -10,6 +10,8 @@ import pytest
 from kubernetes import client as k8s_client
 from noctaya.core.errors import NoctayaError
 from noctaya.core.plugins import VendorRegistry
+from noctaya.k8s.controller import cluster_reconciler
+from noctaya.k8s.reader import ApiReader
 from noctaya.k8s.reconciler import LLMServiceReconciler, OperatorSettings
 from noctaya.k8s.runtime.resources import ResourceResolver
 from noctaya.vendor_nvidia import NvidiaAdapter
@@ -21,6 +23,13 @@ from .conftest import GATEWAY_IMAGE
 from .failures import before_autoscaling, reconcile_failure
 
 pytestmark = pytest.mark.integration
+
+
+def reconciler_with(
+    api_client: k8s_client.ApiClient, vendors: VendorRegistry, settings: OperatorSettings
+) -> LLMServiceReconciler:
+    resolver = ResourceResolver(api_client)
+    return cluster_reconciler(resolver, ApiReader(resolver), vendors, settings)
 
 
 def fails_before_any_write(
@@ -47,10 +56,8 @@ def test_runtime_of_a_vendor_without_an_installed_adapter_is_unsupported(
     ascend = {"vendor": "ascend", "accelerator": {"resourceName": "huawei.com/Ascend910"}}
     resources.create(inference_runtime(runtime_name, ascend))
     resources.create(llmservice("svc", {"runtime": {"name": runtime_name}}), namespace)
-    nvidia_only = LLMServiceReconciler(
-        ResourceResolver(api_client),
-        VendorRegistry([NvidiaAdapter()]),
-        OperatorSettings(gateway_image=GATEWAY_IMAGE),
+    nvidia_only = reconciler_with(
+        api_client, VendorRegistry([NvidiaAdapter()]), OperatorSettings(gateway_image=GATEWAY_IMAGE)
     )
 
     error = fails_before_any_write(api_client, nvidia_only, namespace, status_of)
@@ -84,10 +91,8 @@ def test_gateway_settings_the_operator_cannot_render_fail_as_gateway_config(
 ) -> None:
     resources.create(inference_runtime(runtime_name))
     resources.create(llmservice("svc", {"runtime": {"name": runtime_name}}), namespace)
-    misconfigured = LLMServiceReconciler(
-        ResourceResolver(api_client),
-        vendors,
-        OperatorSettings(gateway_image=image, gateway_replicas=replicas),
+    misconfigured = reconciler_with(
+        api_client, vendors, OperatorSettings(gateway_image=image, gateway_replicas=replicas)
     )
 
     error = fails_before_any_write(api_client, misconfigured, namespace, status_of)

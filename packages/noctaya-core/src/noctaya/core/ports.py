@@ -2,19 +2,25 @@
 
 Adapters (the Kubernetes operator, the gateway, the local mode, vendor plugins) implement them;
 the core depends only on these shapes, so a policy can be tested with a plain in-memory object.
+
+Model delivery has no port here: the cluster's prewarm and staging Jobs and local mode both run
+the `noctaya-fetch` command (`noctaya.core.cache_planning.fetch_command`) as a process of its
+own, so its command line, exit status and output are the contract, and no caller holds a
+fetcher object.
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable, Iterable
-from pathlib import Path
 from typing import TYPE_CHECKING, Protocol, runtime_checkable
 
+from noctaya.core.errors import NoctayaError
 from noctaya.core.vendors import AcceleratorPlan, AcceleratorRequest
 
 if TYPE_CHECKING:  # the gateway imports `Clock` without the API models behind a plan
     from noctaya.core.api import InferenceRuntime
     from noctaya.core.observation import ServiceObservation
+    from noctaya.core.plan.identity import ServiceIdentity
     from noctaya.core.plan.serving import ServingPlan
     from noctaya.core.runtime_selection import RuntimeCandidate
 
@@ -58,23 +64,6 @@ class LocalDevices(Protocol):
         ...
 
 
-class ModelFetcher(Protocol):
-    """Delivers a model (Hugging Face, ModelScope, OCI) into a cache, for the prewarm Job and
-    the local mode.
-
-    The fetcher owns the whole delivery, `.partial` included: only it knows what its library
-    can resume from a half-written `.partial` and where in the cache the engine will look. It
-    verifies, promotes atomically and writes the readiness marker last, so a reader waiting
-    for the marker never sees a half-written model; with the marker present it touches no
-    network. Another fetcher may work on the same cache: one owns a destination at a time, the
-    others wait and return its result.
-    """
-
-    def fetch(self, uri: str, cache: Path) -> Path:
-        """Deliver the model `uri` names under `cache`; return the directory an engine loads."""
-        ...
-
-
 class RuntimeCatalog(Protocol):
     """The InferenceRuntimes a service can run on: a cluster's, or those in local-mode files.
 
@@ -95,19 +84,38 @@ class RuntimeCatalog(Protocol):
 class WorkloadOrchestrator(Protocol):
     """Where a serving plan becomes running workloads: Kubernetes objects or local processes.
 
-    `apply` may return before the workloads run (the platform converges on the plan, as
-    Kubernetes does); `observe` says how far it got, in the core's vendor-neutral terms.
+    A process makes one where it is wired and hands it to what drives it, which knows only this
+    shape: a driver is tested with an in-memory one, and the same planner feeds either platform.
+    One orchestrator serves every service of its process (the operator calls it from several
+    worker threads at once). A verb may return before the platform has done what it asks (the
+    platform converges on the plan, as Kubernetes does); `observe` says how far it got, in the
+    core's vendor-neutral terms.
     """
 
     def apply(self, plan: ServingPlan) -> None:
         """Make the workloads of `plan.service` match `plan`; idempotent. A plan the platform
-        cannot run is refused before anything changes."""
+        cannot run is refused (a `NoctayaError`) before anything changes; a failure once the
+        plan's autoscaling is in place is a `FailedAfterAutoscaling`."""
         ...
 
     def observe(self, plan: ServingPlan) -> ServiceObservation:
         """What the serving path of `plan.service` (backend, gateway, autoscaling) is doing
-        right now."""
+        right now, once `plan` is applied; a `NoctayaError` for a fault that stops the service
+        (a model fetch that failed for good)."""
         ...
+
+    def remove(self, service: ServiceIdentity) -> None:
+        """Take down the workloads of a service that is no longer served; nothing when it has
+        none."""
+        ...
+
+
+class FailedAfterAutoscaling(NoctayaError):
+    """`WorkloadOrchestrator.apply` failed with the plan's autoscaling already in place.
+
+    The service's status reports the failure and still reports its autoscaling configured,
+    which it is: a driver cannot tell this from an error alone.
+    """
 
 
 Clock = Callable[[], float]

@@ -47,7 +47,8 @@ def deliver(target: Target, fill: Callable[[Target], None], waiting: Waiting) ->
 
 
 class Fetcher:
-    """A `ModelFetcher`: `fill` is a source's own part, done only by the destination's owner."""
+    """One source kind's fetcher: `fill` is the source's own part, done only by the
+    destination's owner; `deliver` does the rest."""
 
     def __init__(
         self,
@@ -61,6 +62,8 @@ class Fetcher:
         self._waiting = waiting or Waiting()
 
     def fetch(self, uri: str, cache: Path) -> Path:
+        """Deliver `uri` under `cache` in this process, as the command does without its progress
+        lines and exit statuses; the directory an engine loads."""
         return deliver(locate(uri, cache), self.fill, self._waiting).path
 
     def fill(self, target: Target) -> None:

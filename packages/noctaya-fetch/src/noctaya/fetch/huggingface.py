@@ -37,7 +37,7 @@ _SHA256 = re.compile(r"[0-9a-f]{64}")
 
 
 class HuggingFaceFetcher(HubFetcher):
-    """A `ModelFetcher` for `hf://` and `huggingface://`; the endpoint defaults to `HF_ENDPOINT`."""
+    """The fetcher of `hf://` and `huggingface://`; the endpoint defaults to `HF_ENDPOINT`."""
 
     endpoint_variable = "HF_ENDPOINT"
 

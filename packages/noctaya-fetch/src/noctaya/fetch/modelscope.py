@@ -30,7 +30,7 @@ from noctaya.fetch.layout import MODELSCOPE_REVISION, Target
 
 
 class ModelScopeFetcher(HubFetcher):
-    """A `ModelFetcher` for `modelscope://`; the endpoint defaults to `MODELSCOPE_ENDPOINT`."""
+    """The fetcher of `modelscope://`; the endpoint defaults to `MODELSCOPE_ENDPOINT`."""
 
     endpoint_variable = "MODELSCOPE_ENDPOINT"
 

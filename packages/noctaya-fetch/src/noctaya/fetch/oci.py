@@ -34,7 +34,7 @@ from noctaya.fetch.retry import RetryPolicy
 
 
 class OciFetcher(Fetcher):
-    """A `ModelFetcher` for `oci://<registry>/<repository>@sha256:<digest>`."""
+    """The fetcher of `oci://<registry>/<repository>@sha256:<digest>`."""
 
     def __init__(
         self,

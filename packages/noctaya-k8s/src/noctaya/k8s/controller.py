@@ -6,6 +6,10 @@ when KEDA's `Ready` verdict changes, so the rest of KEDA's status churn costs no
 one of its backend, gateway or prewarm Pods changes, when the kubelet reports a volume it
 cannot mount for one of its gateway Pods, and when the Job controller cannot create a pod of its
 prewarm Job (Pod Security admission refused it, for one).
+
+`build_controller` is where the operator is wired: the one place that picks the cluster's
+adapters (its runtimes, its workloads) for the reconciler, which sees them only through the
+core's ports.
 """
 
 from __future__ import annotations
@@ -15,14 +19,17 @@ from noctaya.core.api import API_GROUP
 from noctaya.core.plugins import VendorRegistry
 from noctaya.core.runtime_selection import may_choose
 from noctaya.k8s import kinds
+from noctaya.k8s.apply import Applier
 from noctaya.k8s.observe import JOB_CREATE_EVENTS, MOUNT_EVENTS
-from noctaya.k8s.reader import CachedReader
+from noctaya.k8s.planning import ServicePlanner
+from noctaya.k8s.reader import CachedReader, Reader
 from noctaya.k8s.reconciler import LLMServiceReconciler, OperatorSettings
 from noctaya.k8s.render.labels import GATEWAY, LLMSERVICE, MANAGED_BY, MANAGER
 from noctaya.k8s.runtime.handlers import Mapper, controller_owner, generation_changed
 from noctaya.k8s.runtime.manager import Manager, ManagerOptions
-from noctaya.k8s.runtime.resources import ResourceKind
+from noctaya.k8s.runtime.resources import ResourceKind, ResourceResolver
 from noctaya.k8s.runtime.store import KubeObject, ObjectKey, Store, object_key
+from noctaya.k8s.workloads import ClusterWorkloads
 
 MANAGED = f"{MANAGED_BY}={MANAGER}"
 _OWNED = (kinds.DEPLOYMENT, kinds.SERVICE, kinds.PVC, kinds.SECRET, kinds.JOB, kinds.PDB)
@@ -100,7 +107,27 @@ def build_controller(
     options: ManagerOptions | None = None,
     vendors: VendorRegistry | None = None,
 ) -> tuple[Manager, LLMServiceReconciler]:
+    """The operator as `noctaya-operator` runs it: the manager's watches, and a reconciler that
+    reads from their caches."""
     manager = Manager(api_client, options)
+    reader = _watch(manager)
+    return manager, cluster_reconciler(
+        manager.resolver, reader, vendors or VendorRegistry.discover(), settings
+    )
+
+
+def cluster_reconciler(
+    resolver: ResourceResolver, reader: Reader, vendors: VendorRegistry, settings: OperatorSettings
+) -> LLMServiceReconciler:
+    """A reconciler over the cluster's adapters, each reading through `reader` (the watch
+    caches in the operator, the API server itself in tests that drive it key by key)."""
+    workloads = ClusterWorkloads(Applier(resolver, reader), reader)
+    planner = ServicePlanner(reader, vendors, settings)
+    return LLMServiceReconciler(resolver, reader, planner, workloads)
+
+
+def _watch(manager: Manager) -> CachedReader:
+    """Watch what wakes a service; the reader over those watches' caches."""
     stores: dict[ResourceKind, Store] = {}
     services = stores[kinds.LLMSERVICE] = manager.watch(
         kinds.LLMSERVICE.api_version, kinds.LLMSERVICE.kind
@@ -139,10 +166,4 @@ def build_controller(
             field_selector=JOB_CREATE_EVENTS,
         ),
     ]
-    reconciler = LLMServiceReconciler(
-        manager.resolver,
-        vendors or VendorRegistry.discover(),
-        settings,
-        reader=CachedReader({**stores, kinds.EVENT: events}),
-    )
-    return manager, reconciler
+    return CachedReader({**stores, kinds.EVENT: events})

@@ -1,8 +1,11 @@
-"""The LLMService reconcile: plan (the core's planner), apply and observe (the cluster's
-workload orchestrator), and report status.
+"""The LLMService reconcile: plan (the core's planner), apply and observe (a workload
+orchestrator), and report status.
 
-Planning and rendering are pure and finish before the first write, so an invalid spec changes
-nothing; the first error wins with its reason and becomes the Ready/Degraded condition.
+The reconciler knows the workloads only through the core's `WorkloadOrchestrator` port, handed
+to it where the operator is wired (`noctaya.k8s.controller`), so it can be driven with an
+in-memory one. Planning is pure and done before the orchestrator is asked anything, so an
+invalid spec changes nothing; the first error wins with its reason and becomes the
+Ready/Degraded condition.
 """
 
 from __future__ import annotations
@@ -15,18 +18,17 @@ from kubernetes.client.exceptions import ApiException
 from noctaya.core.api import LLMService, read_llmservice
 from noctaya.core.errors import NoctayaError
 from noctaya.core.observation import ServiceObservation
-from noctaya.core.plan.planner import PlanSettings
+from noctaya.core.plan.identity import ServiceIdentity
+from noctaya.core.plan.planner import PlanSettings, ServicePlanner
 from noctaya.core.plan.serving import ServingPlan
-from noctaya.core.plugins import VendorRegistry
+from noctaya.core.ports import FailedAfterAutoscaling, WorkloadOrchestrator
 from noctaya.core.status import decide_event, failing_tier, failure_status, success_status
 from noctaya.k8s import kinds
-from noctaya.k8s.apply import Applier
 from noctaya.k8s.events import EventRecorder
-from noctaya.k8s.planning import ServicePlanner, api_message
-from noctaya.k8s.reader import ApiReader, KubeObject, Reader
+from noctaya.k8s.planning import api_message
+from noctaya.k8s.reader import KubeObject, Reader
 from noctaya.k8s.runtime.resources import ResourceResolver
 from noctaya.k8s.status_writer import StatusWriter
-from noctaya.k8s.workloads import ClusterWorkloads
 
 _log = logging.getLogger(__name__)
 OperatorSettings = PlanSettings
@@ -41,33 +43,40 @@ class LLMServiceReconciler:
     def __init__(
         self,
         resolver: ResourceResolver,
-        vendors: VendorRegistry,
-        settings: OperatorSettings,
+        reader: Reader,
+        planner: ServicePlanner,
+        workloads: WorkloadOrchestrator,
         *,
-        reader: Reader | None = None,
         now: Callable[[], str] = _now,
     ) -> None:
-        self._resolver = resolver
-        self._reader: Reader = reader or ApiReader(resolver)
-        self._applier = Applier(resolver, self._reader)
+        """`reader` is where services are read (the planner reads runtimes through its own);
+        `resolver` reaches the API server for status and events."""
+        self._reader = reader
+        self._planner = planner
+        self._workloads = workloads
         self._status = StatusWriter(resolver)
         self._events = EventRecorder(resolver)
-        self._planner = ServicePlanner(self._reader, vendors, settings)
         self._now = now
 
     def reconcile(self, key: tuple[str, str]) -> None:
         namespace, name = key
         live = self._reader.get(kinds.LLMSERVICE, namespace, name)
         if live is None:
+            self._workloads.remove(ServiceIdentity(name=name, namespace=namespace))
             return
-        workloads = ClusterWorkloads(self._applier, self._reader, owner=live)
         try:
             service = read_llmservice(live)
             plan = self._planner.plan(service)
-            workloads.apply(plan)
-            observation = workloads.observe(plan)
+            self._workloads.apply(plan)
         except NoctayaError as error:
-            self._report_failure(live, error, workloads.autoscaling_applied)
+            self._report_failure(
+                live, error, autoscaling_applied=isinstance(error, FailedAfterAutoscaling)
+            )
+            raise
+        try:
+            observation = self._workloads.observe(plan)
+        except NoctayaError as error:  # the whole plan, its autoscaling with it, is in place
+            self._report_failure(live, error, autoscaling_applied=True)
             raise
         _log.info(
             "Reconciled LLMService",

@@ -19,8 +19,10 @@ from noctaya.core.observation import (
     ServiceObservation,
     pod_security_rejection,
 )
+from noctaya.core.plan.identity import ServiceIdentity
 from noctaya.core.plan.pod_security import RESTRICTED, PodSecurity
 from noctaya.core.plan.serving import ServingPlan
+from noctaya.core.ports import FailedAfterAutoscaling
 from noctaya.k8s import kinds
 from noctaya.k8s.apply import Applier
 from noctaya.k8s.observe import (
@@ -34,7 +36,7 @@ from noctaya.k8s.planning import api_message, api_step
 from noctaya.k8s.reader import KubeObject, Reader
 from noctaya.k8s.render.cache import PREWARM_CONTAINER
 from noctaya.k8s.render.labels import backend_pod_selector, gateway_pod_selector
-from noctaya.k8s.render.serving import render_serving
+from noctaya.k8s.render.serving import RenderedService, render_serving
 from noctaya.k8s.runtime.resources import KindNotServed, ResourceKind, api_status
 
 AUTOSCALING_UNAVAILABLE_PREFIX = (
@@ -45,32 +47,31 @@ _PREWARM_REJECTED = "Pod Security admission rejects the pods of prewarm Job {job
 
 
 class ClusterWorkloads:
-    """The objects of one LLMService (`owner`, as read from the API server), which they are
-    owned by and garbage-collected with."""
+    """The objects of every LLMService, each owned by its service and garbage-collected with it.
 
-    def __init__(self, applier: Applier, reader: Reader, owner: KubeObject) -> None:
+    The owner is the LLMService the plan is for, as `reader` sees it when the plan is applied:
+    in the operator, the watch cache the reconcile read it from, so finding it sends no request.
+    """
+
+    def __init__(self, applier: Applier, reader: Reader) -> None:
         self._applier = applier
         self._reader = reader
-        self._owner = owner
-        self.autoscaling_applied = False
-        """Whether the ScaledObject was written: a later failure keeps AutoscalingReady True."""
 
     def apply(self, plan: ServingPlan) -> None:
         rendered = render_serving(plan)
-        svc, owner, applier = plan.service, self._owner, self._applier
-        uid = owner["metadata"]["uid"]
-
-        def apply(reason: str, obj: KubeObject) -> None:
-            api_step(reason, lambda: applier.apply(obj, owner, reason))
-
-        def create_once(reason: str, obj: KubeObject) -> KubeObject:
-            return api_step(reason, lambda: applier.create_once(obj, owner, reason))
-
-        def delete(reason: str, kind: ResourceKind, name: str) -> None:
-            api_step(reason, lambda: applier.delete_if_controlled(kind, svc.namespace, name, uid))
-
+        svc = plan.service
+        owner = self._reader.get(kinds.LLMSERVICE, svc.namespace, svc.name)
+        if owner is None:  # deleted since it was planned: its removal follows
+            return
+        self._apply_scaled_object(rendered.scaled_object, owner)
         try:
-            applier.apply(rendered.scaled_object, owner, "ApplyScaledObject")
+            self._apply_serving_path(svc, rendered, owner)
+        except NoctayaError as error:
+            raise FailedAfterAutoscaling(error.reason, error.message) from error
+
+    def _apply_scaled_object(self, scaled_object: KubeObject, owner: KubeObject) -> None:
+        try:
+            self._applier.apply(scaled_object, owner, "ApplyScaledObject")
         except KindNotServed as missing:
             raise NoctayaError(
                 "AutoscalingUnavailable", AUTOSCALING_UNAVAILABLE_PREFIX + str(missing)
@@ -81,7 +82,20 @@ class ClusterWorkloads:
                     "AutoscalingUnavailable", AUTOSCALING_UNAVAILABLE_PREFIX + api_message(error)
                 ) from error
             raise NoctayaError("ApplyScaledObject", api_message(error)) from error
-        self.autoscaling_applied = True
+
+    def _apply_serving_path(
+        self, svc: ServiceIdentity, rendered: RenderedService, owner: KubeObject
+    ) -> None:
+        applier, uid = self._applier, owner["metadata"]["uid"]
+
+        def apply(reason: str, obj: KubeObject) -> None:
+            api_step(reason, lambda: applier.apply(obj, owner, reason))
+
+        def create_once(reason: str, obj: KubeObject) -> KubeObject:
+            return api_step(reason, lambda: applier.create_once(obj, owner, reason))
+
+        def delete(reason: str, kind: ResourceKind, name: str) -> None:
+            api_step(reason, lambda: applier.delete_if_controlled(kind, svc.namespace, name, uid))
 
         if rendered.demand_secret is not None:
             _check_demand_secret(create_once("ApplyDemandAuthentication", rendered.demand_secret))
@@ -103,6 +117,10 @@ class ClusterWorkloads:
         if rendered.aggregator is None:
             delete("DeleteGatewayScaler", kinds.DEPLOYMENT, svc.scaler)
             delete("DeleteDemandAuthentication", kinds.SECRET, svc.demand_secret)
+
+    def remove(self, service: ServiceIdentity) -> None:
+        """Nothing to send: every object carries its service as controller owner (`Applier`), so
+        the garbage collector removes them once the service is gone."""
 
     def observe(self, plan: ServingPlan) -> ServiceObservation:
         svc, reader = plan.service, self._reader
