@@ -1,4 +1,8 @@
-"""The aggregator's environment, checked at startup so a bad Deployment fails at once."""
+"""The aggregator's environment, checked at startup so a bad Deployment fails at once.
+
+Integers are read as the reference implementation reads them, on purpose: an optional sign and
+ASCII digits, within 64 bits.
+"""
 
 from __future__ import annotations
 
@@ -47,7 +51,7 @@ def load_config(environ: Mapping[str, str]) -> AggregatorConfig:
 
 
 def _positive_int(environ: Mapping[str, str], name: str, default: int) -> int:
-    """Go's strconv.Atoi (int64 range, optional sign) restricted to values above zero."""
+    """An integer (module docstring) above zero; `default` when unset or empty."""
     raw = environ.get(name, "")
     if not raw:
         return default

@@ -5,6 +5,9 @@ The order is the defence: cheap checks that need no body (method, concurrency, t
 before the body is read, so an unauthenticated flood never holds a report slot or a buffer. A
 report's body must arrive within `BODY_TIMEOUT`; the server bounds the head (its head timeout)
 and keeps a connection whose request body was left unread (it discards the rest first).
+
+Statuses and error texts are the reference implementation's, byte for byte, on purpose: clients
+compare them.
 """
 
 from __future__ import annotations
@@ -52,7 +55,7 @@ class Response:
 
 
 def text_response(status: int, message: str, *headers: tuple[bytes, bytes]) -> Response:
-    """A plain-text error as Go's http.Error writes it (clients may compare the exact text)."""
+    """A plain-text error: the message and a newline, with `nosniff` (see the module docstring)."""
     return Response(
         status, f"{message}\n".encode(), ((b"content-type", PLAIN_TEXT), NOSNIFF, *headers)
     )
@@ -159,7 +162,7 @@ class AggregatorRoutes:
 
 
 def _header(scope: dict[str, Any], name: bytes) -> bytes | None:
-    """The first value of header `name` (lower-case), as Go's Header.Get returns it."""
+    """The first value of header `name` (lower-case); repeats of it are ignored."""
     for key, value in scope["headers"]:
         if key == name:
             return bytes(value)

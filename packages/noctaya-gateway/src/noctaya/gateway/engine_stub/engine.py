@@ -57,8 +57,9 @@ def _completion(chat: bool, tokens: int) -> bytes:
 
 
 def _stream_flag(body: bytes) -> bool | None:
-    """The request's `stream` (False when absent or null); None when the body is not a JSON
-    object with a boolean `stream`, as Go's decoder into `struct{ Stream bool }` would refuse."""
+    """The request's `stream` (False when absent or null, or when the body is `null`); None
+    when the body is not JSON, not an object, or has a `stream` that is not a boolean: the
+    stub answers those 400 `invalid JSON request`."""
     try:
         document = json.loads(body, parse_constant=_reject_constant)
     except (ValueError, RecursionError):

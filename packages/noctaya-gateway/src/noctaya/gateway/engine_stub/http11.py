@@ -214,7 +214,8 @@ class HttpConnection(asyncio.Protocol):
             self.close()
 
     def _refuse(self, reason: str) -> None:
-        """A request h11 cannot read: 400 with the reason, then close, as Go's server does."""
+        """A request h11 cannot read: 400 with the reason, then close, since nothing after an
+        unreadable head can be framed."""
         body = reason.encode() + b"\n"
         head = b"HTTP/1.1 400 Bad Request\r\n%scontent-length: %d\r\n\r\n" % (_CLOSE, len(body))
         self.write(head + body)

@@ -1,10 +1,11 @@
 """Counters, gauges and histograms, with labels, and their Prometheus text exposition (0.0.4).
 
 The gateway and the aggregator serve a dozen series on a private registry. prometheus_client
-did that with 48 modules (an HTTP server, email parsing, gzip, WSGI...): 2.5 MiB of every
+would do that with 48 modules (an HTTP server, email parsing, gzip, WSGI...): 2.5 MiB of every
 gateway's resident memory, a GiB per thousand idle services. These classes keep its interface
-for what the processes use, and its output but for the `_created` series, which the text format
-leaves out as Go's client does.
+for what the processes use, and its output, numbers spelled alike (`_number`), but for the
+`_created` series, left out: in the text format each would be one more series per counter and
+histogram for Prometheus to store.
 """
 
 from __future__ import annotations
@@ -14,7 +15,7 @@ from collections.abc import Callable, Iterator, Sequence
 from typing import Self, cast
 
 CONTENT_TYPE = "text/plain; version=0.0.4; charset=utf-8"
-"""The classic text format, which every Prometheus version scrapes (what the Go client sends)."""
+"""The classic text format, which every Prometheus version scrapes."""
 
 Labels = tuple[str, ...]
 
@@ -173,7 +174,8 @@ class Histogram(Metric):
 
 
 def _number(value: float) -> str:
-    """As Go's client prints it: `1.0`, `+Inf`, `2.5e+06` (exponents sooner than Python's)."""
+    """`1.0`, `+Inf`, `2.5e+06` (exponents from 1e+06 on, sooner than Python's `repr`), as
+    prometheus_client spells them: an `le` label spelled otherwise would be another series."""
     value = float(value)
     if math.isinf(value):
         return "+Inf" if value > 0 else "-Inf"

@@ -1,7 +1,7 @@
-"""What a Go-form listen address (`noctaya.core.values.listen_address`) names once bound.
+"""What a listen address (`noctaya.core.values.listen_address`) names once bound.
 
-The address is in Go's `net.Listen` form, as the operator renders it: an empty host means every
-interface, IPv6 literals are bracketed.
+The address is in the form the operator renders (`:8080`, `127.0.0.1:8080`, `[::1]:8080`): an
+empty host means every interface, IPv6 literals are bracketed.
 """
 
 from __future__ import annotations

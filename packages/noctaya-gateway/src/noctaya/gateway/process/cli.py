@@ -2,8 +2,8 @@
 
 Each mode is its own entry module, imported only once the mode is chosen, so a process loads
 what its mode needs: the aggregator never imports the proxy and HTTP server stack, nor the
-gateway the aggregator. Startup errors are printed as one line and exit 1, like Go's
-`log.Fatal`; SIGTERM and SIGINT start the drain.
+gateway the aggregator. A startup error is logged as one line, without a traceback, and the
+process exits 1; SIGTERM and SIGINT start the drain.
 """
 
 from __future__ import annotations

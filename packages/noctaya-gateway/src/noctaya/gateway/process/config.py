@@ -1,5 +1,10 @@
 """Gateway settings from the `NOCTAYA_*` environment, parsed exactly as the operator renders them.
 
+The reference implementation's variables are read as it reads them, on purpose: durations in
+the contract's duration syntax (`90s`, `1h30m`), integers as an optional sign and ASCII digits,
+and a value that does not parse means the default. The gateway's own (the timeouts, the body
+size) are strict: a bad value stops startup.
+
 Tunables no variable sets (readiness interval, grace, drain budget) are fields with fixed
 defaults too, so in-process tests can shrink them; the environment never sets them.
 """
@@ -165,7 +170,8 @@ def _check_key_file(path: str) -> None:
 
 
 def _positive_int(text: str | None, default: int) -> int:
-    """Go `strconv.Atoi` syntax; anything else (or a non-positive value) means the default."""
+    """An optional sign and ASCII digits; anything else (or a non-positive value) means the
+    default."""
     value = None if text is None else go_positive_int(text)
     return default if value is None else value
 
@@ -179,7 +185,7 @@ def _positive_seconds(text: str | None, default: Duration) -> float:
 
 
 def _timeout(environ: Mapping[str, str], name: str, default: Duration) -> float:
-    """A positive Go duration (`10m`, `90s`); strict, since it is ours."""
+    """A positive duration (`10m`, `90s`); strict, since it is ours."""
     text = environ.get(name)
     if not text:
         return default.seconds

@@ -16,7 +16,8 @@ class ConfigError(ValueError):
 
 
 def listen_addr_setting(environ: Mapping[str, str], name: str, default: str) -> str:
-    """The Go-form listen address in `name` (`default` if unset or empty), checked at startup."""
+    """The listen address in `name` (`:8080`, `127.0.0.1:8080`; `default` if unset or empty),
+    checked at startup."""
     value = environ.get(name) or default
     try:
         parse_listen_address(value)

@@ -1,5 +1,6 @@
 """How this package's commands run: on uvloop where available (it roughly doubles hypercorn's
-per-connection request rate in measurements), logging one line per event like Go's `log`."""
+per-connection request rate in measurements), logging one line per event, `YYYY/MM/DD hh:mm:ss
+message`: the reference implementation's log lines, so what reads those reads these alike."""
 
 from __future__ import annotations
 

@@ -1,8 +1,8 @@
 """Which path a request names: origin-form as sent, absolute-form reduced to its path.
 
 RFC 9112 §3.2.2 makes servers accept `GET http://host/v1/models HTTP/1.1` (what clients
-configured to use a forward proxy send). Like Go's server, the gateway then routes and forwards by
-the URL's path and query alone; the authority names this gateway and is not passed on.
+configured to use a forward proxy send). The gateway then routes and forwards by the URL's path
+and query alone: the authority names this gateway and is not passed on.
 """
 
 from __future__ import annotations

@@ -1,5 +1,10 @@
 """Responses the gateway writes itself: OpenAI-shaped JSON errors on `/v1/*` so SDKs surface the
-message, Go `http.Error`-style plain text elsewhere. Bodies are rendered once, at import."""
+message, plain text elsewhere (the message and a newline, with `nosniff`). Bodies are rendered
+once, at import.
+
+Statuses, messages and plain-text bodies are the reference implementation's, byte for byte, on
+purpose: clients and tests compare them.
+"""
 
 from __future__ import annotations
 
@@ -126,8 +131,9 @@ async def send_body(send: Send, status: int, content_type: bytes, body: bytes) -
 
 
 async def send_bad_request(send: Send, *, close: bool) -> None:
-    """A request the gateway cannot route, answered as Go's server does (and, on HTTP/1.x,
-    with the connection closed after it)."""
+    """A request whose target the gateway cannot route: a bare `400 Bad Request` and, on
+    HTTP/1.x, the connection closed after it, since what follows such a request cannot be
+    trusted to be framed as the client meant."""
     body = b"400 Bad Request"
     headers: Headers = [(b"content-type", PLAIN_TEXT), (b"content-length", b"%d" % len(body))]
     if close:

@@ -1,4 +1,4 @@
-"""gRPC status codes and the trailers that carry them, as KEDA's Go client reads them."""
+"""gRPC status codes and the trailers that carry them, in the form KEDA's gRPC client reads."""
 
 from __future__ import annotations
 

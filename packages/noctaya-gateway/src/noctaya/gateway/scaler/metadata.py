@@ -1,8 +1,13 @@
 """What KEDA asked for: the trigger metadata of a ScaledObject, checked on every RPC.
 
 Every RPC validates the metadata so a misconfigured ScaledObject fails loudly in KEDA's events
-instead of scaling on a wrong target. A message names the offending field and quotes
-its value as Go's %q does (cut to MAX_ECHOED_CHARS).
+instead of scaling on a wrong target. A message names the offending field and quotes its value
+(cut to MAX_ECHOED_CHARS).
+
+Metadata is read and refused as the reference implementation does, on purpose: a ScaledObject
+valid for one is valid for the other. `targetValue` is a number as its `strconv.ParseFloat`
+reads one, and messages quote values with Go's `%q` (`go_quote`), since KEDA's events show them
+and users compare them.
 """
 
 from __future__ import annotations
@@ -15,7 +20,7 @@ from noctaya.gateway.scaler.messages import GetMetricsRequest, ScaledObjectRef
 
 METRIC_NAME = "pending"
 # One way to match each mantissa: with `\.?` between two digit runs, a long run of digits without
-# its `p` made the match try every split point, seconds of CPU for one 64 KiB request.
+# its `p` would make the match try every split point, seconds of CPU for one 64 KiB request.
 _GO_HEX_FLOAT = re.compile(
     r"[+-]?0[xX]([0-9a-fA-F]+(\.[0-9a-fA-F]*)?|\.[0-9a-fA-F]+)[pP][+-]?[0-9]+"
 )
@@ -57,20 +62,21 @@ def check_metrics_request(request: GetMetricsRequest) -> float:
 
 
 def _echo(text: str) -> str:
-    """`text` quoted as Go's %q does; past MAX_ECHOED_CHARS cut, with `...` after the quote."""
+    """`text` quoted (module docstring); past MAX_ECHOED_CHARS cut, with `...` after the quote."""
     if len(text) <= MAX_ECHOED_CHARS:
         return go_quote(text)
     return go_quote(text[:MAX_ECHOED_CHARS]) + "..."
 
 
 def _parse_go_float(text: str) -> float | None:
-    """Parse like Go's strconv.ParseFloat: ASCII only, no surrounding spaces, no underscores,
-    and a hexadecimal mantissa only with its `p` exponent (`0x1p4`; `0x10` is an error)."""
+    """The number `text` spells (module docstring): ASCII only, no surrounding spaces, no
+    underscores, and a hexadecimal mantissa only with its `p` exponent (`0x1p4`; `0x10` is no
+    number)."""
     if not text.isascii() or text != text.strip() or "_" in text:
         return None
     try:
         if text.lstrip("+-")[:2].lower() == "0x":
             return float.fromhex(text) if _GO_HEX_FLOAT.fullmatch(text) else None
         return float(text)
-    except (ValueError, OverflowError):  # Go: out of range is an error too
+    except (ValueError, OverflowError):  # a hexadecimal one out of range is no number either
         return None

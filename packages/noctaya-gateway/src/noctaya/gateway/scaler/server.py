@@ -102,7 +102,7 @@ async def start_scaler(
     streams_gauge: Gauge,
     plain: PlainListener | None = None,
 ) -> ScalerServer:
-    """Serve the ExternalScaler for `feed` on `listen_addr` (Go form, e.g. `:9090`), and
+    """Serve the ExternalScaler for `feed` on `listen_addr` (e.g. `:9090`), and
     `plain`'s app on its listener.
 
     Raises ValueError for a malformed address and OSError when a port cannot be bound (the plain

@@ -3,8 +3,8 @@
 hypercorn has one timer for a connection with no request in progress: it bounds an idle
 keep-alive connection and a request head still arriving alike. Proxies pooling connections to
 the gateway race a short idle close into sporadic 502s, so the timer gets an idle budget (120 s,
-`GatewayConfig.idle_timeout`); a head, once begun, has its own shorter deadline
-(`patches.head_timeout`), as the reference's server has with its 10 s header timeout.
+`GatewayConfig.idle_timeout`); a head, once begun, has its own shorter deadline of 10 s
+(`patches.head_timeout`), so a client trickling one cannot hold a connection for the idle budget.
 """
 
 from __future__ import annotations

@@ -1,4 +1,8 @@
-"""The listening socket of a server, bound before the server starts, and hypercorn serving it."""
+"""The listening socket of a server, bound before the server starts, and hypercorn serving it.
+
+A failure to bind is worded as the reference implementation words it (`listen tcp :8080: bind:
+address already in use`), one line that startup prints as it is.
+"""
 
 from __future__ import annotations
 
@@ -17,7 +21,7 @@ from noctaya.core.values.listen_address import parse_listen_address
 def listen_socket(listen_addr: str) -> socket.socket:
     """Bound and listening, so the port is known (port 0) and clients queue from this moment.
 
-    Failures read as Go's net.Listen errors: `listen tcp :8080: bind: address already in use`.
+    Failures raise OSError worded `listen tcp <address>: bind: <reason>` (module docstring).
     """
     host, port = parse_listen_address(listen_addr)
     dualstack = host == "" and socket.has_dualstack_ipv6()
@@ -28,8 +32,8 @@ def listen_socket(listen_addr: str) -> socket.socket:
     try:
         sock = socket.create_server(address, family=family, dualstack_ipv6=dualstack, backlog=4096)
     except OSError as error:
-        # create_server's own message adds "(while attempting to bind ...)"; Go's has the bare
-        # C library text, lower-case.
+        # create_server's own message adds "(while attempting to bind ...)"; the reason here is
+        # the bare C library text, lower-case.
         reason = os.strerror(error.errno).lower() if error.errno else str(error)
         raise OSError(f"listen tcp {listen_addr}: bind: {reason}") from None
     sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)

@@ -1,12 +1,13 @@
 """Incremental HTTP/1.1 response parsing, without I/O: bytes in, head / body pieces / end out.
 
 Only what a reverse proxy meets from a backend: a status line and headers (at most five interim
-1xx answers skipped, as Go's client allows), then a body framed by Content-Length, chunked
-transfer coding or the connection close (RFC 9112 §6). The grammar is h11's, so the two agree
-on every response (tests/gateway/test_upstream_parser_h11.py checks that): lines may end in a
-bare LF, obsolete line folding becomes a space. Header values are held to RFC 9110's grammar,
-stricter than h11's: no control characters but tab, which downstream parsers may choke on.
-Anything else is a ProtocolError, which the proxy reports as a 502; nothing else is raised.
+1xx answers skipped, so a backend cannot hold the exchange on interim answers), then a body
+framed by Content-Length, chunked transfer coding or the connection close (RFC 9112 §6). The
+grammar is h11's, so the two agree on every response (tests/gateway/test_upstream_parser_h11.py
+checks that): lines may end in a bare LF, obsolete line folding becomes a space. Header values
+are held to RFC 9110's grammar, stricter than h11's: no control characters but tab, which
+downstream parsers may choke on. Anything else is a ProtocolError, which the proxy reports as
+a 502; nothing else is raised.
 """
 
 from __future__ import annotations
@@ -326,7 +327,7 @@ def _transfer_coding_is_chunked(headers: list[tuple[bytes, bytes]]) -> bool:
     if not codings:
         return False
     if codings != [b"chunked"]:
-        # Go's client and h11 alike: any other coding is a body we cannot frame for the client.
+        # Any other coding is a body we cannot frame for the client (h11 refuses it too).
         raise ProtocolError("unsupported Transfer-Encoding")
     return True
 

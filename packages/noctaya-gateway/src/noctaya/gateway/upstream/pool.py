@@ -4,7 +4,8 @@ Chosen by measurement over aiohttp and httpx (benchmarks/gateway): through a bar
 proxy, aiohttp costs about 450 µs of CPU per request and httpx several times that, this client
 about 70 µs, so the gateway's cost is hypercorn's plus its own logic. It does only what a
 single-origin reverse proxy needs: one request at a time per connection, bodies streamed both
-ways, and Go's retry rule for a pooled connection the backend closed as the request went out.
+ways, and one retry, under the rule below, for a pooled connection the backend closed as the
+request went out.
 
 That rule: retry once on a fresh connection only if nothing of the request was written, or if
 the request is replayable (GET/HEAD/OPTIONS/TRACE, or carrying an idempotency key) and its body
@@ -328,8 +329,8 @@ def _may_retry(
     headers: Headers,
     body: bytes | AsyncIterable[bytes],
 ) -> bool:
-    """Go's rule: nothing reached the backend, or the request is safe to repeat and we still
-    hold its body. A response byte means the backend processed it: never retried."""
+    """The retry rule: nothing reached the backend, or the request is safe to repeat and we
+    still hold its body. A response byte means the backend processed it: never retried."""
     if connection.received_any:
         return False
     if not connection.sent_any:

@@ -6,15 +6,16 @@ Hypercorn 0.18 keeps one task per idle period for this, which it cancels, awaits
 again twice per request (a fifth of a small request's cost in the server); here a timer stands in
 for it, and a task runs only to close a connection.
 
-Hypercorn also stops reading at the client's EOF (or a read error) but left an idle connection to
-its keep-alive timer, 120 s here: every client that closed after its answer left its socket, its
-task and about 12 KiB in the gateway for two minutes (4,000 short-lived connections held 4,000
-descriptors). Once the client's side is done, an idle connection can never carry another request,
-so it is closed at once, over HTTP/1.1 and HTTP/2 alike. With a request in progress the EOF ends
-the exchange as a client disconnect, since a half-close is indistinguishable on the wire from a
-client that closed and went away. Hypercorn handed that EOF to h11 too, which, when the body was
-still arriving, made it a malformed request answered 400 or not depending on whether the EOF came
-in the same read as the last bytes: it is now always the disconnect, and never answered.
+Hypercorn also stops reading at the client's EOF (or a read error) but leaves an idle connection
+to its keep-alive timer, 120 s here: every client that closed after its answer would leave its
+socket, its task and about 12 KiB in the gateway for two minutes (4,000 short-lived connections
+would hold 4,000 descriptors). Once the client's side is done, an idle connection can never carry
+another request, so it is closed at once, over HTTP/1.1 and HTTP/2 alike. With a request in
+progress the EOF ends the exchange as a client disconnect, since a half-close is
+indistinguishable on the wire from a client that closed and went away. Hypercorn hands that EOF
+to h11 too, which, when the body is still arriving, makes it a malformed request answered 400 or
+not depending on whether the EOF came in the same read as the last bytes: here it is always the
+disconnect, and never answered.
 """
 
 from __future__ import annotations

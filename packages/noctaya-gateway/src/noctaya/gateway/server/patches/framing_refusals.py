@@ -2,8 +2,8 @@
 
 h11 refuses what it will not guess at: conflicting or negative `Content-Length` (400), a head
 over `h11_max_incomplete_size` (431), a transfer coding other than chunked (501). Hypercorn
-answered those with an empty body, so an OpenAI SDK showed a bare status. Like the app's own
-errors, a refusal on a `/v1/*` target now carries the OpenAI error object, and plain text
+answers those with an empty body, which an OpenAI SDK shows as a bare status. Like the app's own
+errors, a refusal here carries the OpenAI error object on a `/v1/*` target, and plain text
 elsewhere. h11 does not hand over a head it refuses, so the target is read from the first bytes
 of the head as they arrived; where it is not known (no request line, or one cut short before its
 path could be told apart from `/v1x`, or a pipelined head that arrived behind the previous

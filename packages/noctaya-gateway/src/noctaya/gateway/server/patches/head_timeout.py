@@ -1,13 +1,13 @@
 """A deadline on each HTTP/1.1 request head, apart from the keep-alive budget.
 
 Hypercorn 0.18 has one timer for a connection with no request in progress: 120 s here, so that
-proxies pooling idle connections do not race a close. A head still arriving got as long, so a
-client trickling header bytes held its connection, its task and up to `h11_max_incomplete_size`
-of buffer for two minutes, and one peer could hold thousands. Like a Go server's ReadHeaderTimeout,
-a head must now be complete within `HEAD_TIMEOUT` of its first byte arriving;
-past that the connection is closed without an answer, as Go does (h11 can answer only a request
-it has read). Idle connections keep the keep-alive budget. The protocol also answers the heads h11
-refuses in the shape of their route (`framing_refusals`).
+proxies pooling idle connections do not race a close. Unpatched, a head still arriving gets as
+long, so a client trickling header bytes holds its connection, its task and up to
+`h11_max_incomplete_size` of buffer for two minutes, and one peer could hold thousands. Here a
+head must be complete within `HEAD_TIMEOUT` of its first byte arriving (10 s, the reference
+implementation's header timeout); past that the connection is closed without an answer, since
+h11 can answer only a request it has read. Idle connections keep the keep-alive budget. The
+protocol also answers the heads h11 refuses in the shape of their route (`framing_refusals`).
 """
 
 from __future__ import annotations

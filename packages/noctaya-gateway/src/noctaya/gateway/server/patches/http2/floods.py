@@ -4,8 +4,8 @@ A client can send SETTINGS, PING, PRIORITY, tiny WINDOW_UPDATE, empty DATA or un
 without end, each answered or processed at once (300,000 SETTINGS frames took seconds of the
 gateway's only CPU), can open and reset streams faster than any handler finishes (rapid reset,
 CVE-2023-44487), and can keep opening streams over the concurrency limit, each one refused.
-Like nghttp2, Go's x/net/http2 and nginx, the gateway lets a connection spend such frames from a
-token bucket, generous for any real client, and ends a connection that overdraws it with GOAWAY
+Like nghttp2 and nginx, the gateway lets a connection spend such frames from a token bucket,
+generous for any real client, and ends a connection that overdraws it with GOAWAY
 ENHANCE_YOUR_CALM.
 """
 

@@ -3,7 +3,7 @@
 - A body that disagrees with its `content-length` is a malformed request, which RFC 9113 makes
   a stream error; h2 finds it only as the DATA arrives and ends the whole connection.
 - A stream opened past SETTINGS_MAX_CONCURRENT_STREAMS is refused with RST_STREAM
-  REFUSED_STREAM, as RFC 9113 and Go's server do, so the client may retry it; h2 ended the
+  REFUSED_STREAM, which RFC 9113 allows, so the client may retry it; unpatched, h2 ends the
   connection with GOAWAY PROTOCOL_ERROR, leaving every stream already accepted unanswered.
   h2 raises before decoding the header block, but the client's HPACK encoder has already
   changed its table for it: the block is decoded, and discarded, to keep both tables in step.
