@@ -191,7 +191,8 @@ async def test_remove_stops_the_gateway_and_the_engine_and_frees_their_ports(
     assert processes.engine.process is not None
     pids = [processes.gateway.pid, processes.engine.process.pid]
 
-    await service.workloads.remove(plan.service)
+    service.workloads.remove(plan.service)  # returns at once, as deleting a Deployment does
+    await asyncio.wait_for(processes.stop(), DEADLINE)
 
     assert not any(pid_exists(pid) for pid in pids)
     assert port_is_free(port)

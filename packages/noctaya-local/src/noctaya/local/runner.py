@@ -25,8 +25,6 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from noctaya.core.plan.identity import ServiceIdentity
-from noctaya.core.plan.serving import ServingPlan
 from noctaya.gateway.server.patches import install_server_patches
 from noctaya.gateway.server.tested_versions import UntestedServerLibrary
 from noctaya.local import console, local_metrics, log_lines
@@ -39,15 +37,14 @@ from noctaya.local.model_fetch import fetch_model
 from noctaya.local.restarts import Restarts
 from noctaya.local.routes import Route, RouteTable
 from noctaya.local.service_view import view
+from noctaya.local.services import Placement, ServiceSet
 from noctaya.local.sources import LocalManifests
 from noctaya.local.status_table import render_table
 from noctaya.local.swaps import DeviceBudget
 from noctaya.local.traffic import TrafficBoard
-from noctaya.local.workloads import LocalService, LocalWorkloads, Machine
+from noctaya.local.workloads import LocalWorkloads, Machine
 
 log = logging.getLogger("noctaya.local")
-GATEWAY_LISTEN = "127.0.0.1:0"
-"""Each gateway listens privately; clients come through local mode's endpoints."""
 
 
 @dataclass(frozen=True)
@@ -58,45 +55,76 @@ class RunOptions:
     min_residency: float
 
 
+@dataclass
+class Parts:
+    """What one local mode is made of, made by `compose`, the one place they are wired."""
+
+    budget: DeviceBudget
+    traffic: TrafficBoard
+    routes: RouteTable
+    endpoints: Endpoints
+    workloads: LocalWorkloads
+    services: ServiceSet
+
+
+def compose(options: RunOptions, environ: Mapping[str, str]) -> Parts:
+    """Local mode's composition root: the workloads (its `WorkloadOrchestrator`) are made here
+    and handed to the `ServiceSet` that drives them, typed against the port."""
+    routes = RouteTable()
+    admission = options.admission
+    endpoints = Endpoints(
+        routes,
+        lambda: local_metrics.scrape(routes.routes()),
+        admission.listen,
+        admission.api_key_file,
+    )
+    refresh = _Refresh(endpoints)
+    budget = DeviceBudget(options.min_residency)
+    traffic = TrafficBoard()
+    traffic.listen(budget.changed)
+    budget.listen(refresh)
+    machine = Machine(admission.devices, budget, traffic, EngineLogs(options.logs), refresh)
+    placement = Placement(endpoints.url_of)
+    workloads = LocalWorkloads(placement.translate, environ, machine)
+    services = ServiceSet(workloads, placement, admission.devices.announce)
+    return Parts(budget, traffic, routes, endpoints, workloads, services)
+
+
+class _Refresh:
+    """Every change of a service's processes: held streams on every endpoint hear it, and the
+    status table is redrawn once per turn of the loop however many changes it brings."""
+
+    def __init__(self, endpoints: Endpoints) -> None:
+        self._endpoints = endpoints
+        self._pending: asyncio.Handle | None = None
+
+    def __call__(self) -> None:
+        self._endpoints.phases_changed()
+        if self._pending is None:
+            self._pending = asyncio.get_running_loop().call_soon(self._refreshed)
+
+    def _refreshed(self) -> None:
+        self._pending = None
+        console.refresh()
+
+
 class LocalMode:
-    def __init__(self, files: ServedFiles, options: RunOptions, environ: Mapping[str, str]):
+    def __init__(
+        self, files: ServedFiles, options: RunOptions, environ: Mapping[str, str], parts: Parts
+    ) -> None:
         self._files = files
         self._options = options
         self._environ = environ
-        self.budget = DeviceBudget(options.min_residency)
-        self.traffic = TrafficBoard()
-        self.traffic.listen(self.budget.changed)
-        self.machine = Machine(
-            options.admission.devices,
-            self.budget,
-            self.traffic,
-            EngineLogs(options.logs),
-            self._changed,
-        )
-        self.budget.listen(self._changed)
-        self.workloads = LocalWorkloads(self._translate, environ, self.machine)
-        self.routes = RouteTable()
-        self._admitted = Admitted({}, {})
+        self.budget = parts.budget
+        self.traffic = parts.traffic
+        self.routes = parts.routes
+        self.endpoints = parts.endpoints
+        self.workloads = parts.workloads
+        self.services = parts.services
         self._fetched: dict[str, str] = {}
-        self._identities: dict[str, ServiceIdentity] = {}
-        self.endpoints = Endpoints(
-            self.routes,
-            self.metrics,
-            options.admission.listen,
-            options.admission.api_key_file,
-        )
         self._restarts = Restarts()
         self._removing: set[asyncio.Task[None]] = set()
-        self._refresh: asyncio.Handle | None = None
         self.stop = asyncio.Event()
-
-    # --- what the services' processes are made of
-
-    def _translate(self, serving: ServingPlan) -> LocalService:
-        name = serving.service.name
-        plan = self._admitted.plans[name]
-        endpoint = self.endpoints.url_of(name)
-        return LocalService(plan, GATEWAY_LISTEN, self._admitted.sources[name], endpoint)
 
     # --- start-up
 
@@ -155,27 +183,14 @@ class LocalMode:
     def _apply(self, admitted: Admitted, *, announce: bool) -> None:
         """LocalRunError, changing nothing, if a service's own endpoint cannot listen."""
         self.endpoints.open_own(admitted)
-        before = self._admitted
-        self._admitted = admitted
-        for name in sorted(set(before.plans) - set(admitted.plans)):
-            if announce:
-                log.info(log_lines.SERVICE_REMOVED, name, before.sources[name])
-            self._remove(name)
+        for name in self.services.apply(admitted, announce=announce):
+            self.endpoints.close_own(name)
+            route = self.routes.get(name)
+            if route is not None:
+                self._later(route.close())
         routes = []
         for name, plan in admitted.plans.items():
-            old = before.plans.get(name)
-            if announce and old is None:
-                log.info(log_lines.SERVICE_ADDED, name, admitted.sources[name])
-            elif announce and old != plan:
-                log.info(log_lines.SERVICE_CHANGED, name, admitted.sources[name])
-            self._options.admission.devices.announce(plan.devices.vendor)
-            identity = plan.serving.service
-            previous = self._identities.get(name)
-            if previous is not None and previous != identity:
-                self._remove(name)  # another namespace: another service to the workloads
-            self._identities[name] = identity
-            self.workloads.apply(plan.serving)
-            processes = self.workloads.processes(identity)
+            processes = self.workloads.processes(self.services.identity(name))
             current = self.routes.get(name)
             if current is not None and current.processes is processes:
                 routes.append(current)
@@ -184,16 +199,6 @@ class LocalMode:
                 if current is not None:
                     self._later(current.close())
         self.routes.replace(routes)
-
-    def _remove(self, name: str) -> None:
-        identity = self._identities.pop(name, None)
-        route = self.routes.get(name)
-        if name not in self._admitted.plans:
-            self.endpoints.close_own(name)
-        if route is not None:
-            self._later(route.close())
-        if identity is not None:
-            self._later(self.workloads.remove(identity))
 
     def _later(self, work: Any) -> None:
         task = asyncio.ensure_future(work)
@@ -230,12 +235,9 @@ class LocalMode:
 
     def _restart_failed(self) -> None:
         if self._restarts.due(self.routes.routes(), time.monotonic()):
-            self._apply(self._admitted, announce=False)  # starts what has ended
+            self._apply(self.services.admitted, announce=False)  # starts what has ended
 
     # --- what the endpoint shows
-
-    async def metrics(self) -> str:
-        return await local_metrics.scrape(self.routes.routes())
 
     def _table(self) -> list[str]:
         now = time.monotonic()
@@ -247,15 +249,6 @@ class LocalMode:
             with contextlib.suppress(TimeoutError):
                 async with asyncio.timeout(1.0):
                     await self.stop.wait()
-
-    def _changed(self) -> None:
-        self.endpoints.phases_changed()
-        if self._refresh is None:
-            self._refresh = asyncio.get_running_loop().call_soon(self._refreshed)
-
-    def _refreshed(self) -> None:
-        self._refresh = None
-        console.refresh()
 
     # --- the end
 
@@ -280,7 +273,7 @@ async def run_local(
 ) -> int:
     """Serve until SIGINT/SIGTERM (exit code 0) or a failure to start (exit code 1, logged)."""
     loop = asyncio.get_running_loop()
-    local = LocalMode(files, options, environ)
+    local = LocalMode(files, options, environ, compose(options, environ))
     for sig in (signal.SIGINT, signal.SIGTERM):
         loop.add_signal_handler(sig, local.stop.set)
     try:

@@ -93,7 +93,12 @@ Translate = Callable[[ServingPlan], LocalService]
 
 
 class LocalWorkloads:
-    """The services of one local mode, by identity."""
+    """The services of one local mode, by identity: local mode's `WorkloadOrchestrator`.
+
+    `remove` returns at once, as deleting a Deployment does: the processes drain and stop on
+    their own, and a service applied again meanwhile starts once they are gone (its ports are
+    theirs until then). `close` waits for every service, removed ones included.
+    """
 
     def __init__(
         self, translate: Translate, environ: Mapping[str, str], machine: Machine | None = None
@@ -102,16 +107,18 @@ class LocalWorkloads:
         self._environ = environ
         self.machine = machine or Machine()
         self._services: dict[ServiceIdentity, ServiceProcesses] = {}
+        self._stopping: dict[ServiceIdentity, ServiceProcesses] = {}
 
     def apply(self, plan: ServingPlan) -> None:
         """Start the service's processes, or replace them if its plan changed or they ended;
         must be called on the event loop that runs them."""
         wanted = self._translate(plan)
-        current = self._services.get(plan.service)
-        if current is not None and current.wanted == wanted and not current.ended.done():
+        running = self._services.get(plan.service)
+        if running is not None and running.wanted == wanted and not running.ended.done():
             return
+        replaces = running or self._stopping.pop(plan.service, None)
         self._services[plan.service] = ServiceProcesses(
-            wanted, self._environ, self.machine, replaces=current
+            wanted, self._environ, self.machine, replaces=replaces
         )
 
     def observe(self, plan: ServingPlan) -> ServiceObservation:
@@ -126,15 +133,24 @@ class LocalWorkloads:
     def processes(self, service: ServiceIdentity) -> ServiceProcesses:
         return self._services[service]
 
-    async def remove(self, service: ServiceIdentity) -> None:
-        """Stop the service's processes and forget it."""
+    def remove(self, service: ServiceIdentity) -> None:
+        """Begin stopping the service's processes and forget it."""
         processes = self._services.pop(service, None)
-        if processes is not None:
-            await processes.stop()
+        if processes is None:
+            return
+        processes.begin_stop()
+        self._stopping[service] = processes
+
+        def gone(_: object) -> None:
+            if self._stopping.get(service) is processes:
+                del self._stopping[service]
+
+        processes.ended.add_done_callback(gone)
 
     async def close(self) -> None:
         """Stop every service (in parallel: each drains on its own)."""
-        services, self._services = list(self._services.values()), {}
+        services = [*self._services.values(), *self._stopping.values()]
+        self._services = {}
         await asyncio.gather(*(processes.stop() for processes in services))
 
 
@@ -198,9 +214,13 @@ class ServiceProcesses:
             pod
         ]
 
+    def begin_stop(self) -> None:
+        """Stop in order (autoscaler, gateway, engine), without waiting."""
+        self._stop.set()
+
     async def stop(self) -> None:
         """Stop in order (autoscaler, gateway, engine) and wait until everything is gone."""
-        self._stop.set()
+        self.begin_stop()
         with contextlib.suppress(LocalRunError):
             await asyncio.shield(self.ended)
 
