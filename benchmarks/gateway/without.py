@@ -26,7 +26,7 @@ def _drop_installer(module: str) -> Callable[[], None]:
         server_patches.SERVER_PATCHES = tuple(
             install
             for install in server_patches.SERVER_PATCHES
-            if install.__module__ != f"noctaya.gateway.{module}"
+            if install.__module__ != f"noctaya.gateway.server.patches.{module}"
         )
 
     return undo
