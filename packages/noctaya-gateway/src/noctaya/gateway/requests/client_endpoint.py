@@ -94,7 +94,7 @@ class ClientEndpoint:
         authorization = next(
             (value for name, value in scope["headers"] if name == b"authorization"), None
         )
-        result = self.auth.check(authorization)
+        result = await self.auth.check(authorization)
         if result is AuthResult.OK:
             return True
         error = UNAUTHORIZED if result is AuthResult.UNAUTHORIZED else AUTHENTICATION_UNAVAILABLE
