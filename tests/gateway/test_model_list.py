@@ -81,6 +81,38 @@ async def test_a_cold_gateway_lists_the_models_without_the_stream_ever_turning_a
     assert await stream.next() is True
 
 
+async def test_head_and_a_trailing_slash_are_the_model_list_too_never_demand(
+    cold_gateway: tuple[Gateway, Keda], http: aiohttp.ClientSession
+) -> None:
+    """A UI polling `HEAD /v1/models` or `GET /v1/models/` gets what `GET /v1/models` gets (HEAD
+    without the body), and the stream never turns active."""
+    gateway, keda = cold_gateway
+    stream = keda.stream()
+    assert await stream.next() is False
+    async with http.get(f"{gateway.url}/v1/models") as response:
+        listed = await response.read()
+    async with http.get(f"{gateway.url}/v1/models/Qwen/Qwen3-8B") as response:
+        one = await response.read()
+    for path, expected in (
+        ("/v1/models/", listed),
+        ("/v1/models", listed),
+        ("/v1/models/Qwen/Qwen3-8B/", one),
+        ("/v1/models/Qwen/Qwen3-8B", one),
+    ):
+        for method in ("GET", "HEAD"):
+            async with http.request(method, f"{gateway.url}{path}") as response:
+                assert response.status == 200, (method, path)
+                assert response.headers["Content-Length"] == str(len(expected)), (method, path)
+                assert await response.read() == (expected if method == "GET" else b"")
+    async with http.head(f"{gateway.url}/v1/models/other") as response:
+        assert response.status == 404
+    with pytest.raises(TimeoutError):
+        await stream.next(within=QUIET)  # a message here would be `active`
+    text = await gateway.metrics(http)
+    assert metric(text, "noctaya_gateway_activation_events_total") == 0
+    assert metric(text, "noctaya_gateway_demand") == 0
+
+
 async def test_a_ready_backend_answers_the_model_list_through_the_gateway(
     engine: Engine, start_gateway: StartGateway, http: aiohttp.ClientSession
 ) -> None:
@@ -116,7 +148,11 @@ async def test_without_served_names_the_cold_list_is_empty_and_other_gets_pass_b
     gateway = await start_gateway(engine.url, coldstart_mode=ColdStartMode.REJECT)
     async with http.get(f"{gateway.url}/v1/models") as response:
         assert await response.json() == {"object": "list", "data": []}
-    for method, path in (("POST", "/v1/models"), ("GET", "/v1/modelsx"), ("GET", "/v1/models/")):
+    for method, path in (
+        ("POST", "/v1/models"),
+        ("GET", "/v1/modelsx"),
+        ("DELETE", "/v1/models/x"),  # OpenAI's route to delete a fine-tuned model
+    ):
         async with http.request(method, f"{gateway.url}{path}") as response:
             assert response.status == 503, (method, path)  # an inference route: cold start
     assert gateway.demand == 1
@@ -128,6 +164,8 @@ _EXAMPLES = {  # the requests each row of the manual's table stands for
     "POST /v1/completions": ("POST", "/v1/completions"),
     "GET /v1/models": ("GET", "/v1/models"),
     "GET /v1/models/{id}": ("GET", "/v1/models/qwen3-8b"),
+    "HEAD /v1/models": ("HEAD", "/v1/models"),
+    "GET /v1/models/": ("GET", "/v1/models/"),
     "GET /healthz": ("GET", "/healthz"),
     "GET /metrics": ("GET", "/metrics"),
     "GET /noctaya/queue": ("GET", "/noctaya/queue"),

@@ -1,5 +1,5 @@
-"""`GET /v1/models` and `GET /v1/models/{id}` while the backend is cold: answered here, from the
-names the service serves, so that a UI polling for models never wakes an accelerator.
+"""`GET /v1/models` and `GET /v1/models/{id}` (or HEAD) while the backend is cold: answered here,
+from the names the service serves, so that a UI polling for models never wakes an accelerator.
 
 They are never demand: the request path hands them to `ModelList` before admission, and
 `ModelList` proxies them to a ready backend (whose answer is the authoritative one) or answers
@@ -16,19 +16,26 @@ from noctaya.gateway.requests.responses import JSON, GatewayError, Send, send_bo
 
 MODELS = "/v1/models"
 _PREFIX = MODELS + "/"
+_LISTING_METHODS = frozenset({"GET", "HEAD"})
 _OWNER = "noctaya"
 _ID_SHOWN = 256
 
 
 def model_list_target(scope: dict[str, Any]) -> str | None:
-    """"" for the list, the model id for one model, None for any other request."""
-    if scope["method"] != "GET":
+    """The empty string for the list, the model id for one model, None for any other request:
+    what decides, for the gateway and local mode alike, that a request is no demand.
+
+    HEAD asks for what GET would answer (RFC 9110 §9.3.2; the server sends the head alone), and
+    `/v1/models/` or `/v1/models/{id}/` name what they name without the slash: a UI polling any
+    of them must not wake an accelerator. Other methods (`DELETE /v1/models/{id}` is an OpenAI
+    route) are the backend's to answer."""
+    if scope["method"] not in _LISTING_METHODS:
         return None
     path: str = scope["path"]
     if path == MODELS:
         return ""
-    if path.startswith(_PREFIX) and len(path) > len(_PREFIX):
-        return path[len(_PREFIX) :]  # ids such as `Qwen/Qwen3-8B` hold slashes
+    if path.startswith(_PREFIX):
+        return path[len(_PREFIX) :].removesuffix("/")  # ids such as `Qwen/Qwen3-8B` hold slashes
     return None
 
 
