@@ -4,10 +4,15 @@ A request is read whole (within the gateways' body limit), then sent to the gate
 service whose model it names; the gateway queues it, holds it while the engine starts, or
 rejects it, per that service's settings. What the endpoint answers itself, waking nothing:
 
-- `GET /v1/models` and `GET /v1/models/{id}`: from the manifests, with each model's state;
+- `GET /v1/models` and `GET /v1/models/{id}` (or HEAD, with or without a trailing slash: the
+  gateway's `model_list_target` decides): from the manifests, with each model's state;
 - an unknown model: the OpenAI 404 (`model_not_found`) listing the models there are;
 - no `model` while several services are served: the OpenAI 400 listing them;
 - `/healthz`, `/metrics` (every service, `local_metrics`) and `/noctaya/status` (JSON).
+
+With `--api-key-file`, every request but `/healthz` must carry the key (a Bearer token, as
+Prometheus sends one from `authorization: credentials_file:`), and is refused before anything
+else: local mode often listens where no network policy stands in front of it.
 
 A service's own endpoint (`serving.noctaya.io/local-listen`) is this app fixed to one service:
 everything goes to it, whatever `model` says, and its model list names only its models.
@@ -92,19 +97,27 @@ class LocalEndpoint(ClientEndpoint):
     def answer(
         self, scope: dict[str, Any], channel: ClientChannel, send: Send, http1: bool
     ) -> Awaitable[None]:
-        path = scope["path"]
-        if path == "/healthz":
+        if scope["path"] == "/healthz":
             return send_body(send, 200, b"", b"")
-        if path == "/metrics":
-            return self._send_metrics(send)
-        if path == "/noctaya/status":
-            return send_body(send, 200, JSON, _json({"services": self._views()}))
-        if (target := model_list_target(scope)) is not None:
-            return self._model_list(scope, target, send)
-        return self._route(scope, channel, send, http1)
+        return self._serve(scope, channel, send, http1)
 
-    async def _send_metrics(self, send: Send) -> None:
-        await send_body(send, 200, CONTENT_TYPE.encode(), (await self._metrics()).encode())
+    async def _serve(
+        self, scope: dict[str, Any], channel: ClientChannel, send: Send, http1: bool
+    ) -> None:
+        """With `--api-key-file` everything but `/healthz` needs the key, checked first: the
+        status and the metrics name every model, and a request that reached a service's traffic
+        would count as a client waiting for it (enough to take devices from another engine)."""
+        path = scope["path"]
+        if not await self.authorized(scope, send, is_openai_path(path)):
+            return
+        if path == "/metrics":
+            await send_body(send, 200, CONTENT_TYPE.encode(), (await self._metrics()).encode())
+        elif path == "/noctaya/status":
+            await send_body(send, 200, JSON, _json({"services": self._views()}))
+        elif (target := model_list_target(scope)) is not None:
+            await self._model_list(target, send)
+        else:
+            await self._route(scope, channel, send, http1)
 
     def _served(self) -> list[Route]:
         if self._service is None:
@@ -116,10 +129,7 @@ class LocalEndpoint(ClientEndpoint):
         now = time.monotonic()
         return [_view_json(view(route, now)) for route in self._served()]
 
-    async def _model_list(self, scope: dict[str, Any], target: str, send: Send) -> None:
-        """What the endpoint answers itself needs the key too, with `--api-key-file`."""
-        if not await self.authorized(scope, send, True):
-            return
+    async def _model_list(self, target: str, send: Send) -> None:
         now = time.monotonic()
         models = [
             _model_json(name, route, view(route, now))
@@ -145,7 +155,7 @@ class LocalEndpoint(ClientEndpoint):
         channel.watch()
         route, body, error = self._choose(body)
         if route is None:
-            if error is not None and await self.authorized(scope, send, True):
+            if error is not None:
                 await send_error(send, error, openai)
             return
         await self._forward(route, scope, channel, body, send, openai)
