@@ -25,10 +25,11 @@ is doing (`noctaya.local.heartbeats`).
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import json
+import re
 import time
 from collections.abc import Awaitable, Callable
+from dataclasses import dataclass
 from typing import Any
 
 from noctaya.gateway.metrics.exposition import CONTENT_TYPE
@@ -153,33 +154,33 @@ class LocalEndpoint(ClientEndpoint):
         if body is None:
             return
         channel.watch()
-        route, body, error = self._choose(body)
-        if route is None:
-            if error is not None:
-                await send_error(send, error, openai)
+        chosen = self._choose(body)
+        if isinstance(chosen, GatewayError):
+            await send_error(send, chosen, openai)
             return
+        route, body = chosen
         await self._forward(route, scope, channel, body, send, openai)
 
-    def _choose(self, body: bytes) -> tuple[Route | None, bytes, GatewayError | None]:
-        """The route for `body` (with `model` renamed to the engine's name if it named the
-        service), or the error to answer."""
-        model = _model_of(body)
+    def _choose(self, body: bytes) -> tuple[Route, bytes] | GatewayError:
+        """The route for `body` and the body to send it (`model` renamed to the engine's name
+        if it named the service), or the error to answer."""
+        named = _model_of(body)
         if self._service is not None:
             route = self._routes.get(self._service)
-        elif model is None:
+        elif named is None:
             served = self._routes.routes()
             if len(served) != 1:
-                return None, body, self._model_required()
+                return self._model_required()
             route = served[0]
         else:
-            route = self._routes.for_model(model)
+            route = self._routes.for_model(named.model)
             if route is None:
-                return None, body, self._unknown(model)
+                return self._unknown(named.model)
         if route is None:
-            return None, body, _UNAVAILABLE
-        if model is not None and model not in route.plan.gateway.served_models:
-            body = _renamed(body, route.model)
-        return route, body, None
+            return _UNAVAILABLE
+        if named is not None and named.model not in route.plan.gateway.served_models:
+            body = named.renamed(route.model)
+        return route, body
 
     async def _forward(
         self,
@@ -237,6 +238,10 @@ class LocalEndpoint(ClientEndpoint):
         return sorted(name for route in self._served() for name in route.plan.model_names)
 
 
+_SPACE = re.compile(r"[ \t\n\r]*")
+_BOM = "\ufeff"  # RFC 8259 §8.1: a parser may ignore one
+_DECODER = json.JSONDecoder()
+
 _UNAVAILABLE = GatewayError(
     503, "service not available", "server_error", "service_unavailable", ((b"retry-after", b"5"),)
 )
@@ -247,21 +252,67 @@ def _listed(names: list[str]) -> str:
     return ", ".join(json.dumps(name) for name in names) if names else "no models"
 
 
-def _model_of(body: bytes) -> str | None:
-    """The request's `model`, if its body is a JSON object naming one."""
+@dataclass(frozen=True, slots=True)
+class _NamedModel:
+    """The `model` a JSON request body names, and where in the body (decoded) its value is."""
+
+    model: str
+    text: str
+    start: int
+    end: int
+
+    def renamed(self, model: str) -> bytes:
+        """The body naming `model` instead, every other byte as the client sent it. Decoding
+        the body and encoding it again would not give it back: a lone surrogate escape
+        (`"\\ud800"`, which JSON allows) has no UTF-8 form, `1e999` would come back as
+        `Infinity`, which is no JSON at all."""
+        value = json.dumps(model, ensure_ascii=False)
+        return (self.text[: self.start] + value + self.text[self.end :]).encode()
+
+
+def _model_of(body: bytes) -> _NamedModel | None:
+    """The request's `model`, if its body is a JSON object (in UTF-8) naming one.
+
+    The object's keys and values are read one by one by `json`'s own decoder, so that what is
+    judged JSON, and which `model` counts when there are several (the last, as `json.loads`
+    takes it), are what `json.loads` would make of the body."""
     if b'"model"' not in body:
         return None
-    with contextlib.suppress(ValueError, RecursionError):
-        document = json.loads(body)
-        if isinstance(document, dict) and isinstance(document.get("model"), str):
-            return str(document["model"])
-    return None
+    try:
+        text = body.decode()  # strict: the bytes of a lone surrogate are no UTF-8
+        index = _after_space(text, 1 if text.startswith(_BOM) else 0)
+        if text[index : index + 1] != "{":
+            return None
+        found: _NamedModel | None = None
+        index = _after_space(text, index + 1)
+        more = text[index : index + 1] != "}"
+        while more:
+            if text[index : index + 1] != '"':
+                return None
+            key, index = _DECODER.raw_decode(text, index)
+            index = _after_space(text, index)
+            if text[index : index + 1] != ":":
+                return None
+            start = _after_space(text, index + 1)
+            value, end = _DECODER.raw_decode(text, start)
+            if key == "model":
+                found = _NamedModel(value, text, start, end) if isinstance(value, str) else None
+            index = _after_space(text, end)
+            more = text[index : index + 1] == ","
+            if more:
+                index = _after_space(text, index + 1)
+        if text[index : index + 1] != "}" or _after_space(text, index + 1) != len(text):
+            return None
+    except (ValueError, RecursionError):
+        return None
+    return found
 
 
-def _renamed(body: bytes, model: str) -> bytes:
-    document = json.loads(body)
-    document["model"] = model
-    return json.dumps(document, ensure_ascii=False, separators=(",", ":")).encode()
+def _after_space(text: str, index: int) -> int:
+    """The index of the first character at or after `index` that is not JSON whitespace."""
+    match = _SPACE.match(text, index)
+    assert match is not None  # `*` matches the empty string too
+    return match.end()
 
 
 def _view_json(state: ServiceView) -> dict[str, Any]:
