@@ -13,6 +13,7 @@ import fcntl
 import json
 import logging
 import os
+import subprocess
 import threading
 import time
 from collections.abc import Iterator
@@ -20,7 +21,7 @@ from pathlib import Path
 
 import pytest
 from noctaya.fetch import ownership
-from noctaya.fetch.errors import TransientFetchError
+from noctaya.fetch.errors import PermanentFetchError, TransientFetchError
 from noctaya.fetch.ownership import Ownership, Waiting
 
 QUICK = Waiting(interval=0.1, timeout=30, heartbeat=0.05, stale_after=0.6, poll=0.02)
@@ -166,7 +167,7 @@ def test_a_lock_file_that_is_a_link_is_never_written_through(
     elsewhere.write_bytes(b"not the fetcher's")
     lock.symlink_to(elsewhere)
 
-    with pytest.raises(OSError, match="Too many levels of symbolic links"):
+    with pytest.raises(PermanentFetchError, match=r"is a symlink, not a regular file.*remove it"):
         Ownership(destination, "oci://r/x", QUICK).acquire(done=lambda: False)
 
     assert elsewhere.read_bytes() == b"not the fetcher's"
@@ -183,3 +184,90 @@ def test_a_huge_lock_file_is_read_only_as_far_as_a_record_goes(
     owner.release()
 
     assert time.monotonic() - started < QUICK.stale_after + 2
+
+
+def test_nobody_is_said_to_hold_a_lock_that_nobody_holds(
+    destination: Path, lock: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    """A lock file holding something other than a record (left by anything) is free to lock;
+    the waiting lines say the record is waited out, not that the file is locked."""
+    caplog.set_level(logging.INFO, logger="noctaya.fetch")
+    lock.write_bytes(b"not a record")
+
+    owner = Ownership(destination, "oci://r/x", QUICK)
+    assert owner.acquire(done=lambda: False)
+    owner.release()
+
+    assert "is locked" not in caplog.text
+    assert "nobody holds sha256-abc.lock, and it records no owner this fetcher can read" in (
+        caplog.text
+    )
+
+
+def test_a_lock_replaced_between_open_and_flock_is_opened_again(
+    destination: Path, lock: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Locking a file that no longer has the name would let the next fetcher, opening the
+    name, own the destination too: the owner locks the file the name holds."""
+    lock.write_bytes(b"")
+    real_flock = fcntl.flock
+    replaced: list[bool] = []
+
+    def replace_first(descriptor: int, operation: int) -> None:
+        if not replaced:
+            replacement = lock.with_name("replacement")
+            replacement.write_bytes(b"")
+            replacement.rename(lock)
+            replaced.append(True)
+        real_flock(descriptor, operation)
+
+    monkeypatch.setattr("noctaya.fetch.ownership.fcntl.flock", replace_first)
+    owner = Ownership(destination, "oci://r/x", QUICK)
+    assert owner.acquire(done=lambda: False)
+    try:
+        other = subprocess.run(
+            ["flock", "--nonblock", "--exclusive", str(lock), "true"], check=False
+        )
+        assert other.returncode == 1, "another process could lock the file the name holds"
+    finally:
+        owner.release()
+
+
+def test_a_lock_that_is_a_fifo_is_refused_without_being_opened(
+    destination: Path, lock: Path
+) -> None:
+    """Opening a FIFO blocks until a writer comes, before any timeout is looked at."""
+    os.mkfifo(lock)
+    failures: list[BaseException] = []
+
+    def acquire() -> None:
+        try:
+            Ownership(destination, "oci://r/x", QUICK).acquire(done=lambda: False)
+        except BaseException as error:
+            failures.append(error)
+
+    attempt = threading.Thread(target=acquire, daemon=True)
+    attempt.start()
+    attempt.join(timeout=5)
+    if attempt.is_alive():  # let the blocked open through, so the thread ends
+        os.close(os.open(lock, os.O_WRONLY | os.O_NONBLOCK))
+    attempt.join(timeout=5)
+
+    [failure] = failures
+    assert isinstance(failure, PermanentFetchError), failure
+    assert "is a FIFO, not a regular file" in str(failure)
+
+
+def test_a_lock_with_another_name_is_refused_and_the_other_file_never_written(
+    destination: Path, lock: Path, tmp_path: Path
+) -> None:
+    """Every fetcher must lock the same inode, so a planted lock is not replaced: it is
+    refused, as permanent, before anything is written to it."""
+    elsewhere = tmp_path / "elsewhere"
+    elsewhere.write_bytes(b"not the fetcher's")
+    os.link(elsewhere, lock)
+
+    with pytest.raises(PermanentFetchError, match=r"has 2 hard links.*remove it"):
+        Ownership(destination, "oci://r/x", QUICK).acquire(done=lambda: False)
+
+    assert elsewhere.read_bytes() == b"not the fetcher's"

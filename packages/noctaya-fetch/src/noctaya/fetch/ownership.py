@@ -20,7 +20,12 @@ Which mechanism covers which filesystem:
   is still written only on a tree its writer verified after the rename.
 
 The lock file stays beside the destination (empty when nobody owns it): removing it could let
-a late waiter lock a file that no longer has a name.
+a late waiter lock a file that no longer has a name. For the same reason a lock file that no
+fetcher could have made (a link, a FIFO, a directory, a file with a second hard link: planted by
+whoever can write the cache) is refused, as a permanent failure naming it, and never replaced:
+it is never opened either, so a FIFO cannot block the fetcher and another file's hard link is
+not written or truncated. A lock file replaced between its open and its lock is opened again,
+so every fetcher locks the file the name holds.
 """
 
 from __future__ import annotations
@@ -38,7 +43,8 @@ from dataclasses import dataclass
 from enum import Enum
 from pathlib import Path
 
-from noctaya.fetch.errors import TransientFetchError
+from noctaya.core.files import UnexpectedFile, open_regular
+from noctaya.fetch.errors import PermanentFetchError, TransientFetchError
 from noctaya.fetch.progress import format_bytes, format_duration, tree_size
 
 log = logging.getLogger("noctaya.fetch")
@@ -98,11 +104,11 @@ class Ownership:
     def acquire(self, done: Callable[[], bool]) -> bool:
         """Own the destination (True), or return False once `done()` says another finished it.
 
-        Raises `TransientFetchError` after waiting `waiting.timeout` seconds.
+        Raises `TransientFetchError` after waiting `waiting.timeout` seconds, and
+        `PermanentFetchError` for a lock file no fetcher made.
         """
         self._path.parent.mkdir(parents=True, exist_ok=True)
-        flags = os.O_RDWR | os.O_CREAT | os.O_CLOEXEC | os.O_NOFOLLOW  # never write through a link
-        self._descriptor = os.open(self._path, flags, 0o644)
+        self._open()
         started = time.monotonic()
         reported = -float("inf")
         seen = (b"", started)
@@ -116,9 +122,12 @@ class Ownership:
                 seen = (raw, time.monotonic())
             unchanged = time.monotonic() - seen[1]
             if state is not _Lock.HELD:
-                if self._may_take(state, raw, owner, unchanged) and self._claim(state, owner):
+                if not self._named():
+                    self._close()  # a lock on a file without the name excludes nobody
+                    self._open()
+                elif self._may_take(state, raw, owner, unchanged) and self._claim(state, owner):
                     return True
-                if state is _Lock.ACQUIRED:
+                elif state is _Lock.ACQUIRED:
                     fcntl.flock(self._descriptor, fcntl.LOCK_UN)
             self.waited_for = owner or self.waited_for
             waited = time.monotonic() - started
@@ -131,7 +140,7 @@ class Ownership:
                 )
             if time.monotonic() - reported >= self._waiting.interval:
                 reported = time.monotonic()
-                log.info("%s", self._waiting_line(owner))
+                log.info("%s", self._waiting_line(state, owner, unchanged))
             time.sleep(self._waiting.poll)
 
     def release(self) -> None:
@@ -144,6 +153,33 @@ class Ownership:
             os.ftruncate(self._descriptor, 0)
             os.fsync(self._descriptor)
         self._close()
+
+    def _open(self) -> None:
+        """Open (or create) the lock file, only if it is a regular file with one name."""
+        try:
+            self._descriptor = open_regular(
+                self._path, os.O_RDWR | os.O_CREAT, follow_symlinks=False, single_link=True
+            )
+        except UnexpectedFile as error:
+            if error.errno == errno.ESTALE:
+                raise TransientFetchError(
+                    self._source, f"{self._path} was replaced while it was opened; try again"
+                ) from None
+            raise PermanentFetchError(
+                self._source,
+                f"the lock file {self._path} {_described(error)}: no fetcher makes such a file, "
+                "and every fetcher must lock the same one, so it is left as it is, unopened; "
+                "remove it",
+            ) from None
+
+    def _named(self) -> bool:
+        """Whether the lock file's name still holds the file this fetcher opened."""
+        try:
+            named = os.stat(self._path, follow_symlinks=False)
+        except FileNotFoundError:
+            return False
+        opened = os.fstat(self._descriptor)
+        return (named.st_dev, named.st_ino) == (opened.st_dev, opened.st_ino)
 
     def _lock(self) -> _Lock:
         try:
@@ -204,7 +240,7 @@ class Ownership:
     def _read(self) -> tuple[bytes, Owner | None]:
         """The record as stored (opened afresh: NFS revalidates a file when it is opened)."""
         try:
-            descriptor = os.open(self._path, os.O_RDONLY | os.O_CLOEXEC | os.O_NOFOLLOW)
+            descriptor = open_regular(self._path, follow_symlinks=False)
             try:
                 raw = os.read(descriptor, _RECORD_MAX)
             finally:
@@ -220,9 +256,20 @@ class Ownership:
             return raw, None
         return raw, owner
 
-    def _waiting_line(self, owner: Owner | None) -> str:
-        if owner is None:
+    def _waiting_line(self, state: _Lock, owner: Owner | None, unchanged: float) -> str:
+        """Whom this fetcher waits for, saying only what it saw: that the file is locked only
+        when its lock was refused."""
+        if owner is None and state is _Lock.HELD:
             return f"{self._source}: waiting for another fetcher ({self._path.name} is locked)"
+        if owner is None:
+            name = self._path.name
+            seen = f"nobody holds {name}" if state is _Lock.ACQUIRED else f"{name} cannot be locked"
+            stale_after = format_duration(self._waiting.stale_after)
+            return (
+                f"{self._source}: {seen}, and it records no owner this fetcher can read; it is "
+                f"taken over once it has not changed for {stale_after} "
+                f"({format_duration(unchanged)} so far)"
+            )
         fetching = format_duration(max(0.0, time.time() - owner.since))
         held = format_bytes(tree_size(self._partial) or 0)
         return (
@@ -234,6 +281,12 @@ class Ownership:
         if self._descriptor >= 0:
             os.close(self._descriptor)  # also releases the lock
             self._descriptor = -1
+
+
+def _described(error: UnexpectedFile) -> str:
+    """`is a FIFO, not a regular file` or `has 2 hard links; …`, from the refusal's words."""
+    words = str(error.strerror)
+    return words if words.startswith("has ") else f"is {words}"
 
 
 def _node() -> str:
