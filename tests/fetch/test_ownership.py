@@ -271,3 +271,26 @@ def test_a_lock_with_another_name_is_refused_and_the_other_file_never_written(
         Ownership(destination, "oci://r/x", QUICK).acquire(done=lambda: False)
 
     assert elsewhere.read_bytes() == b"not the fetcher's"
+
+
+def test_a_waiter_never_measures_through_a_planted_partial_link(
+    destination: Path, lock: Path, tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    """The waiting line counts the bytes in the owner's `.partial`; a link there to a large
+    tree outside the cache (`/`, say) would have it walk that tree every few seconds."""
+    caplog.set_level(logging.INFO, logger="noctaya.fetch")
+    elsewhere = tmp_path / "elsewhere"
+    elsewhere.mkdir()
+    (elsewhere / "big").write_bytes(b"x" * (1 << 20))
+    destination.with_name("sha256-abc.partial").symlink_to(elsewhere)
+    record(lock, node=ownership._node())
+    holder = os.open(lock, os.O_RDWR)
+    fcntl.flock(holder, fcntl.LOCK_EX)
+    done = threading.Event()
+    threading.Timer(0.3, done.set).start()
+    try:
+        assert not Ownership(destination, "oci://r/x", QUICK).acquire(done=done.is_set)
+    finally:
+        os.close(holder)
+
+    assert "(0 B in sha256-abc.partial so far)" in caplog.text

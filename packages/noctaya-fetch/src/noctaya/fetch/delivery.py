@@ -3,7 +3,8 @@
 
 The fetcher that owns a destination is the only one that writes its `.partial` and promotes it;
 the others wait and return the owner's marked tree once it is there, or take over from an owner
-that died and resume what it left.
+that died and resume what it left. An owner first clears its `.partial` of whatever an earlier
+owner cannot have left for it to resume (`noctaya.fetch.promotion.prepare_partial`).
 """
 
 from __future__ import annotations
@@ -13,10 +14,12 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
+from noctaya.fetch.errors import TransientFetchError
 from noctaya.fetch.layout import Target, locate
 from noctaya.fetch.marker import marker_of, trusted
 from noctaya.fetch.ownership import Owner, Ownership, Waiting
 from noctaya.fetch.progress import Progress
+from noctaya.fetch.promotion import partial_of, prepare_partial
 from noctaya.fetch.retry import RetryPolicy
 
 
@@ -32,16 +35,18 @@ class Delivered:
 
 def deliver(target: Target, fill: Callable[[Target], None], waiting: Waiting) -> Delivered:
     """`target` complete, filled by `fill` unless a trusted marker says it already is."""
-    if trusted(target.destination, target.identity):
-        return Delivered(target.result(), fetched=False)
+    target.make_parent()
+    if (found := _complete(target)) is not None:
+        return Delivered(found, fetched=False)
     ownership = Ownership(target.destination, target.uri, waiting)
     if not ownership.acquire(_marked(target)):
-        return Delivered(target.result(), fetched=False, completed_by=ownership.waited_for)
+        return Delivered(_completed(target), fetched=False, completed_by=ownership.waited_for)
     try:
-        if trusted(target.destination, target.identity):  # finished while this one started
-            return Delivered(target.result(), fetched=False, completed_by=ownership.waited_for)
+        if (found := _complete(target)) is not None:  # finished while this one started
+            return Delivered(found, fetched=False, completed_by=ownership.waited_for)
+        prepare_partial(partial_of(target.destination))
         fill(target)
-        return Delivered(target.result(), fetched=True)
+        return Delivered(_completed(target), fetched=True)
     finally:
         ownership.release()
 
@@ -71,6 +76,23 @@ class Fetcher:
         raise NotImplementedError
 
 
+def _complete(target: Target) -> Path | None:
+    """The directory an engine loads, if the destination is a trusted tree that names one."""
+    if not trusted(target.destination, target.identity):
+        return None
+    return target.result()
+
+
+def _completed(target: Target) -> Path:
+    """The directory of a target just found or made complete, unless someone changed it since."""
+    found = _complete(target)
+    if found is None:
+        raise TransientFetchError(
+            target.uri, f"{target.destination} changed as soon as it was complete; try again"
+        )
+    return found
+
+
 def _marked(target: Target) -> Callable[[], bool]:
     """Whether the target has become trusted, checked in full only when its marker changes."""
     marker = marker_of(target.destination)
@@ -86,6 +108,6 @@ def _marked(target: Target) -> Callable[[], bool]:
         if seen == last:
             return False
         last = seen
-        return trusted(target.destination, target.identity)
+        return _complete(target) is not None
 
     return done

@@ -29,7 +29,7 @@ from huggingface_hub.hf_api import RepoFile
 from noctaya.fetch.credentials import HF_TOKEN, hub_refusal, hub_token, token_advice
 from noctaya.fetch.errors import FetchError, PermanentFetchError, TransientFetchError, http_failure
 from noctaya.fetch.hub import HubFetcher, HubSteps, causes, connection_failure, file_sha256
-from noctaya.fetch.layout import HF_REVISION, Target
+from noctaya.fetch.layout import HF_REVISION, Target, read_commit
 
 log = logging.getLogger("noctaya.fetch")
 _GIT_SHA1 = re.compile(r"[0-9a-f]{40}")
@@ -108,7 +108,9 @@ def _verify_blobs(uri: str, repo_folder: Path) -> dict[str, Any]:
     for link in (repo_folder / "snapshots").rglob("*"):
         if link.is_symlink() and not link.resolve().is_relative_to(blobs.resolve()):
             raise PermanentFetchError(uri, f"snapshot entry {link.name} points outside the blobs")
-    commit = (repo_folder / "refs" / HF_REVISION).read_text(encoding="utf-8").strip()
+    commit = read_commit(repo_folder)
+    if commit is None:
+        raise PermanentFetchError(uri, f"the download left no commit in refs/{HF_REVISION}")
     return {"commit": commit, "blobs": sorted(blob.name for blob in _blobs(repo_folder))}
 
 

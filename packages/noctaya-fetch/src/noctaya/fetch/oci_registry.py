@@ -21,6 +21,7 @@ from pathlib import Path
 from typing import Any, BinaryIO
 
 import requests
+from noctaya.core.files import open_regular
 from noctaya.fetch.errors import FetchError, PermanentFetchError, TransientFetchError, http_failure
 from noctaya.fetch.promotion import Writeback
 from oras.auth import BasicAuth  # type: ignore[import-untyped]
@@ -128,7 +129,9 @@ class RegistryClient:
         a restart takes those bytes back.
         """
         part = target.with_name(target.name + ".part")
-        descriptor = os.open(part, os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o644)
+        descriptor = open_regular(
+            part, os.O_RDWR | os.O_CREAT, follow_symlinks=False, single_link=True
+        )  # appended to and truncated: never a link or another file's second name
         with os.fdopen(descriptor, "r+b") as output:
             offset = os.fstat(descriptor).st_size
             if offset > layer.size:
@@ -150,7 +153,7 @@ class RegistryClient:
                     self._source,
                     f"blob {layer.digest} does not match its digest (got sha256:{digest})",
                 )
-            if os.stat(part).st_ino != os.fstat(descriptor).st_ino:
+            if os.stat(part, follow_symlinks=False).st_ino != os.fstat(descriptor).st_ino:
                 raise TransientFetchError(
                     self._source, f"the partial file of blob {layer.digest} was replaced"
                 )

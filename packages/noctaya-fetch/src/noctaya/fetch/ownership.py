@@ -105,9 +105,9 @@ class Ownership:
         """Own the destination (True), or return False once `done()` says another finished it.
 
         Raises `TransientFetchError` after waiting `waiting.timeout` seconds, and
-        `PermanentFetchError` for a lock file no fetcher made.
+        `PermanentFetchError` for a lock file no fetcher made. The destination's parent must
+        exist.
         """
-        self._path.parent.mkdir(parents=True, exist_ok=True)
         self._open()
         started = time.monotonic()
         reported = -float("inf")

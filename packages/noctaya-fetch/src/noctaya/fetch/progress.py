@@ -15,6 +15,8 @@ from pathlib import Path
 from types import TracebackType
 from typing import TextIO
 
+from noctaya.fetch.layout import is_directory
+
 
 class Progress:
     """One delivery's byte counts, shared by the fetcher (writer) and a reporter (reader)."""
@@ -166,7 +168,13 @@ def _eta(done: int, total: int, rate: float) -> str:
 
 
 def tree_size(directory: Path) -> int | None:
-    """Bytes of the regular files under `directory`; None while it does not exist."""
+    """Bytes of the regular files under `directory`; None while it is not a directory.
+
+    A link is never followed, `directory` included: one planted at a `.partial` (to `/`, say)
+    would have every progress sample and waiting line walk whatever it leads to.
+    """
+    if not is_directory(directory):
+        return None
     total = 0
     try:
         for root, _, files in os.walk(directory):
@@ -179,4 +187,4 @@ def tree_size(directory: Path) -> int | None:
                     total += status.st_size
     except FileNotFoundError:
         return None
-    return total if directory.exists() else None
+    return total if is_directory(directory) else None
