@@ -20,18 +20,23 @@ from decimal import Decimal
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from noctaya.core.cache_planning import FETCH_PERMANENT_FAILURE
 from noctaya.fetch.limits import DEFAULT_CONCURRENCY, DEFAULT_SIZE_CAP
 
 if TYPE_CHECKING:
     from noctaya.fetch.delivery import Delivered
     from noctaya.fetch.progress import Progress
 
-EXIT_PERMANENT = 2
-"""Retrying cannot help: bad URI, not found, not allowed, wrong bytes, unsafe artifact."""
+EXIT_PERMANENT = FETCH_PERMANENT_FAILURE
+"""Retrying cannot help: bad URI, not found, not allowed, wrong bytes, unsafe artifact, a cache
+that is read-only or holds the wrong kind of entry. The prewarm Job's pod failure policy fails
+the Job at once on this status, so it is the operator's constant, not a copy of it."""
 EXIT_TRANSIENT = 75
-"""EX_TEMPFAIL: the network or the server failed after every retry; try again later."""
+"""EX_TEMPFAIL: the network, the server or the cache volume (full) failed after every retry;
+try again later."""
 EXIT_INTERNAL = 70
-"""EX_SOFTWARE: a failure the fetcher does not know how to classify."""
+"""EX_SOFTWARE: a failure the fetcher does not know how to classify (an errno that
+`noctaya.fetch.errors.ERRNO_VERDICTS` does not list, a bug); the Job retries it."""
 TERMINATION_LOG = Path("/dev/termination-log")
 """Kubernetes' default terminationMessagePath: the failure line written there becomes the
 container's termination message, which the operator quotes in the service's status."""
@@ -41,7 +46,6 @@ def main(argv: Sequence[str] | None = None) -> int:
     # The hub clients' own tqdm bars would garble the log; tqdm reads TQDM_* when it is
     # imported, so the fetchers are imported only after this (here and in `_deliver`).
     os.environ.setdefault("TQDM_DISABLE", "1")
-    from noctaya.fetch.errors import FetchError
     from noctaya.fetch.progress import Progress
 
     arguments = _parser().parse_args(argv)
@@ -50,12 +54,10 @@ def main(argv: Sequence[str] | None = None) -> int:
     started = time.monotonic()
     try:
         delivered = _deliver(arguments, progress)
-    except FetchError as error:
-        _failed(f"noctaya-fetch: {error}", arguments.termination_log)
-        return EXIT_TRANSIENT if error.transient else EXIT_PERMANENT
-    except OSError as error:
-        _failed(f"noctaya-fetch: {arguments.uri}: {error}", arguments.termination_log)
-        return EXIT_TRANSIENT
+    except Exception as error:
+        line, status = _failure(arguments.uri, error)
+        _failed(f"noctaya-fetch: {line}", arguments.termination_log)
+        return status
     elapsed = time.monotonic() - started
     print(_summary(arguments.uri, delivered, progress, elapsed), file=sys.stderr)
     print(delivered.path)
@@ -96,6 +98,20 @@ def _deliver(arguments: argparse.Namespace, progress: Progress) -> Delivered:
     if arguments.ready_marker is not None:
         write_marker(arguments.ready_marker, read_record(marker_of(target.destination)) or {})
     return delivered
+
+
+def _failure(uri: str, error: Exception) -> tuple[str, int]:
+    """The failure line (without the command's name) and the exit status that tells the Job
+    whether another try can help."""
+    from noctaya.fetch.errors import FetchError, describe, os_failure
+
+    if isinstance(error, OSError):
+        error = os_failure(uri, error) or error
+    if isinstance(error, FetchError):
+        return str(error), EXIT_TRANSIENT if error.transient else EXIT_PERMANENT
+    if not isinstance(error, OSError):
+        logging.getLogger("noctaya.fetch").error("unexpected failure", exc_info=error)
+    return f"{uri}: {describe(error)}", EXIT_INTERNAL
 
 
 def _summary(uri: str, delivered: Delivered, progress: Progress, elapsed: float) -> str:

@@ -7,7 +7,6 @@ rerun starts clean instead of trusting rejected bytes.
 
 from __future__ import annotations
 
-import errno
 import hashlib
 import os
 from collections.abc import Callable, Mapping
@@ -16,16 +15,18 @@ from pathlib import Path
 from typing import Any
 
 from noctaya.fetch.delivery import Fetcher
-from noctaya.fetch.errors import FetchError, PermanentFetchError, TransientFetchError
+from noctaya.fetch.errors import (
+    FetchError,
+    PermanentFetchError,
+    TransientFetchError,
+    describe,
+    os_failure,
+)
 from noctaya.fetch.layout import Target
 from noctaya.fetch.ownership import Waiting
 from noctaya.fetch.progress import Progress
 from noctaya.fetch.promotion import partial_of, promote, remove
 from noctaya.fetch.retry import RetryPolicy
-
-_CONNECTION_ERRNOS = frozenset(
-    {errno.ECONNRESET, errno.ECONNREFUSED, errno.ECONNABORTED, errno.EPIPE, errno.ETIMEDOUT}
-)
 
 
 class HubFetcher(Fetcher):
@@ -91,14 +92,15 @@ class HubSteps:
 
 
 def connection_failure(source: str, error: BaseException) -> FetchError | None:
-    """A reset, refused or timed-out connection anywhere in the cause chain, or None."""
+    """What a later try can fix anywhere in the cause chain, or None: a reset, refused or
+    timed-out connection, or an OS error `noctaya.fetch.errors.ERRNO_VERDICTS` calls transient
+    (the hub clients raise a full cache volume from inside their download as well)."""
     for link in causes(error):
-        if isinstance(link, ConnectionError | TimeoutError) or (
-            isinstance(link, OSError) and link.errno in _CONNECTION_ERRNOS
-        ):
-            return TransientFetchError(source, f"connection failed: {_describe(link)}")
-        if _is_transport_error(link):
-            return TransientFetchError(source, f"connection failed: {_describe(link)}")
+        failure = os_failure(source, link) if isinstance(link, OSError) else None
+        if failure is not None and failure.transient:
+            return failure
+        if isinstance(link, ConnectionError | TimeoutError) or _is_transport_error(link):
+            return TransientFetchError(source, f"connection failed: {describe(link)}")
     return None
 
 
@@ -134,8 +136,3 @@ def _is_transport_error(error: BaseException) -> bool:
             "ReadTimeoutError",
         }
     )
-
-
-def _describe(error: BaseException) -> str:
-    text = str(error).strip().splitlines()
-    return f"{type(error).__name__}: {text[0]}" if text else type(error).__name__
