@@ -195,6 +195,8 @@ CEL_MESSAGES = {
     "LLMService": {
         "spec.model": ["set exactly one of source or catalogRef"],
         "spec.model.source": [
+            "uri must not contain credentials (user:password@ or token@, or any @ in an hf:// "
+            "or modelscope:// URI); the Secret that secretRef names holds them",
             "secretRef is supported only for oci://, hf:// and modelscope:// sources",
             "secretRef.name is required",
         ],

@@ -156,6 +156,31 @@ def test_render_shows_a_hub_token_as_a_secret_reference_in_the_job_and_the_backe
     assert token in serving["env"]
 
 
+@pytest.mark.parametrize("command", ["validate", "render"])
+def test_a_model_uri_with_a_token_is_refused_naming_the_field_not_the_token(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], command: str
+) -> None:
+    """`render` put the part before the @ into the backend's arguments and the served-model
+    list that /v1/models shows to every client."""
+    token = "hf_do_not_render_me"
+    files = write(
+        tmp_path / "token.yaml",
+        inference_runtime("rt"),
+        llmservice(
+            "leaky",
+            {"model": {"source": {"uri": f"hf://{token}@acme/tiny"}}, "runtime": {"name": "rt"}},
+        ),
+    )
+    code, out, err = run(capsys, command, "-f", str(files))
+    assert (code, out) == (1, "")
+    assert err == (
+        f"{files} (document 2): LLMService default/leaky: spec.model.source.uri: uri must not "
+        "contain credentials (user:password@ or token@, or any @ in an hf:// or modelscope:// "
+        "URI); the Secret that secretRef names holds them\n"
+    )
+    assert token not in err
+
+
 def test_render_writes_nothing_when_any_service_is_invalid(
     tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:

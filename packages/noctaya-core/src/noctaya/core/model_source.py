@@ -3,6 +3,10 @@
 `hf://` and `modelscope://` name hub repositories the engine downloads itself (or a prewarm Job
 downloads into the cache); `pvc://` names weights already on a volume; `oci://` names a
 digest-pinned artifact that a staging Job pulls and promotes into the cache.
+
+A URI never carries credentials: the part before an `@` would travel in the engine's arguments,
+the served-model list and every message that names the source, so such a URI is refused without
+repeating it.
 """
 
 from __future__ import annotations
@@ -33,6 +37,24 @@ MODELSCOPE_TOKEN = "MODELSCOPE_API_TOKEN"
 
 SECRET_REF_SCHEMES = frozenset({"oci", "hf", "huggingface", "modelscope"})
 """The sources a `secretRef` gives credentials to: a registry's, or a hub's token."""
+CREDENTIAL_PATTERNS = (
+    r"^[^/]*@",
+    r"^[^/]*://[^/]*@[^/]*/",
+    r"^[^/]*://[^/@]*:[^/]*@",
+    r"^(?i:hf|huggingface|modelscope)://[^@]*@",
+)
+"""Where an `@` sets off credentials in a model URI: before the first `/`
+(`user:password@host`); in the authority, before a host and a path
+(`oci://user:password@registry/…`, `hf://token@org/name`) or after a `user:` with none; and
+anywhere in a hub reference, whose repository ids hold no `@`. In a URI without `://` nothing
+tells userinfo apart, so any `@` counts. An `@` that starts a digest right after the scheme
+(`oci://model@sha256:…`, a registry left out) is not taken for one. Python's `re` and the API
+server's RE2 read these patterns alike (the CRD's rule is built from them)."""
+CREDENTIALS_REFUSED = (
+    "must not contain credentials (user:password@ or token@, or any @ in an hf:// or "
+    "modelscope:// URI); the Secret that secretRef names holds them"
+)
+"""Said after the field's name, never with its value."""
 _DNS1123_SUBDOMAIN = re.compile(r"[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*")
 _DNS1123_SUBDOMAIN_MAX = 253
 _OCI_REGISTRY = r"[a-z0-9](?:[a-z0-9.-]*[a-z0-9])?(?::[0-9]+)?"
@@ -41,6 +63,13 @@ _OCI_REFERENCE = re.compile(
     r"/(?P<repository>[a-z0-9]+(?:[._/-][a-z0-9]+)*)"
     r"@sha256:(?P<digest>[a-f0-9]{64})"
 )
+
+
+def holds_credentials(uri: str) -> bool:
+    """Whether `uri` has an `@` where credentials could sit (`CREDENTIAL_PATTERNS`)."""
+    if "://" not in uri:
+        return "@" in uri
+    return any(re.search(pattern, uri) for pattern in CREDENTIAL_PATTERNS)
 
 
 def is_oci_registry(text: str) -> bool:
@@ -130,6 +159,8 @@ def resolve_model(
         if catalog_ref:
             raise _error("model.catalogRef resolution is not implemented yet; set model.source.uri")
         raise _error("model.source.uri is required")
+    if holds_credentials(uri):
+        raise _error(f"model.source.uri {CREDENTIALS_REFUSED}")
     scheme, separator, reference = uri.partition("://")
     if not separator or not reference:
         raise _error(f"invalid model uri {go_quote(uri)}: expected scheme://reference")

@@ -23,24 +23,34 @@ from noctaya.core.api.kubernetes import (
     LocalObjectReference,
     condition_list,
 )
-from noctaya.core.model_source import SECRET_REF_SCHEMES
+from noctaya.core.model_source import SECRET_REF_SCHEMES, holds_credentials
 from noctaya.core.values import Duration
 from pydantic import ConfigDict, Field, ValidationInfo, field_validator, model_validator
 
 
 class ModelSource(ApiModel):
     model_config = ConfigDict(
-        json_schema_extra=rules.validations(rules.SECRET_REF_SOURCES, rules.SECRET_REF_NAME)
+        json_schema_extra=rules.validations(
+            rules.URI_WITHOUT_CREDENTIALS, rules.SECRET_REF_SOURCES, rules.SECRET_REF_NAME
+        )
     )
 
     uri: str = Field(min_length=1)
     """hf:// (or huggingface://), modelscope://, oci://<registry>/<repository>@sha256:<digest>,
-    or pvc://<claim>[/<subpath>]."""
+    or pvc://<claim>[/<subpath>]. Never with credentials: user:password@ or token@ is refused,
+    and so is any @ in an hf:// or modelscope:// URI (it would reach the engine's arguments and
+    the served-model list); secretRef gives them."""
     secret_ref: LocalObjectReference | None = None
     """A Secret in the service namespace with the source's credentials. oci://: a
     kubernetes.io/dockerconfigjson Secret for the registry. hf:// and modelscope://: a Secret
     whose key `token` holds the hub access token (gated or private models), given to the
     prewarm Job and the serving container as HF_TOKEN or MODELSCOPE_API_TOKEN."""
+
+    @field_validator("uri")
+    @classmethod
+    def _uri_without_credentials(cls, value: str) -> str:
+        rules.URI_WITHOUT_CREDENTIALS.check(not holds_credentials(value))
+        return value
 
     @field_validator("secret_ref")
     @classmethod
@@ -48,8 +58,9 @@ class ModelSource(ApiModel):
         cls, value: LocalObjectReference | None, info: ValidationInfo
     ) -> LocalObjectReference | None:
         if value is not None:
-            scheme = info.data.get("uri", "").partition("://")[0].lower()
-            rules.SECRET_REF_SOURCES.check(scheme in SECRET_REF_SCHEMES)
+            if "uri" in info.data:  # else the uri's own error is the one to report
+                scheme = info.data["uri"].partition("://")[0].lower()
+                rules.SECRET_REF_SOURCES.check(scheme in SECRET_REF_SCHEMES)
             rules.SECRET_REF_NAME.check(bool(value.name))
         return value
 

@@ -11,6 +11,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
+from noctaya.core.model_source import CREDENTIAL_PATTERNS, CREDENTIALS_REFUSED
 from pydantic_core import PydanticCustomError
 
 RULE_ERROR_TYPE = "noctaya_rule"
@@ -53,6 +54,17 @@ SECRET_REF_SOURCES = Rule(
     "!has(self.secretRef) || self.uri.matches('^(?i:oci|hf|huggingface|modelscope)://')",
     "secretRef",
 )
+URI_WITHOUT_CREDENTIALS = Rule(
+    f"uri {CREDENTIALS_REFUSED}",
+    "!has(self.uri) || !("
+    "(!self.uri.contains('://') && self.uri.contains('@'))"
+    + "".join(f" || self.uri.matches('{pattern}')" for pattern in CREDENTIAL_PATTERNS)
+    + ")",
+    "uri",
+)
+"""A narrowing on purpose: such a URI's `@` part would reach the engine's arguments, the
+served-model list and status. A CEL rule, not a `pattern`, because the API server's refusal of
+a pattern repeats the value."""
 SECRET_REF_NAME = Rule(
     "secretRef.name is required",
     "!has(self.secretRef) || (has(self.secretRef.name) && self.secretRef.name != '')",
@@ -191,6 +203,7 @@ NO_HOST_PROCESS = Rule(
 
 ALL_RULES = (
     MODEL_SOURCE_EXCLUSIVE,
+    URI_WITHOUT_CREDENTIALS,
     SECRET_REF_SOURCES,
     SECRET_REF_NAME,
     RUNTIME_SELECTION_EXCLUSIVE,
