@@ -1,14 +1,15 @@
 """A model URI never carries credentials: `hf://TOKEN@org/name` put the token into the engine's
 arguments and the served-model list. The core refuses such a URI wherever a spec is read (the
 API models that `noctaya validate`, local mode and the controller decode with, and
-`resolve_model` that every planner and the fetcher call), naming the field, never the value."""
+`resolve_model` that every planner and the fetcher call), naming the field, never the value;
+and a credential a failure line quotes is redacted before it is printed or stored."""
 
 from __future__ import annotations
 
 import pytest
 from noctaya.core.api.validation import InvalidResource, parse_llmservice
 from noctaya.core.errors import NoctayaError
-from noctaya.core.model_source import holds_credentials, resolve_model
+from noctaya.core.model_source import holds_credentials, redact_credentials, resolve_model
 from support.manifests import llmservice
 
 SECRET = "hf_do_not_repeat_me"
@@ -79,3 +80,30 @@ def test_a_digest_right_after_the_scheme_is_reported_as_the_bad_reference_it_is(
         resolve_model(f"oci://model@{DIGEST}")
 
     assert caught.value.message.startswith('invalid oci uri "oci://model@sha256:')
+
+
+@pytest.mark.parametrize(
+    ("said", "shown"),
+    [
+        (
+            f"GET http://mirror:{SECRET}@hub.example/api failed",
+            "GET http://[redacted]@hub.example/api failed",
+        ),
+        (
+            f"Illegal header value b'Bearer {SECRET}\\nhf_next'",
+            "Illegal header value b'Bearer [redacted]'",
+        ),
+        (f"Authorization: Basic {SECRET}==", "Authorization: Basic [redacted]"),
+        (
+            f"GET https://cdn.example/b?X-Amz-Signature={SECRET}&x=1&access_token={SECRET}#f",
+            "GET https://cdn.example/b?X-Amz-Signature=[redacted]&x=1&access_token=[redacted]#f",
+        ),
+        (f"two\nlines\u2028and\x1b[2J{SECRET[:3]}", "two\\nlines\\u2028and\\x1b[2Jhf_"),
+        (
+            f"oci://registry.example/models/tiny@{DIGEST}",
+            f"oci://registry.example/models/tiny@{DIGEST}",
+        ),
+    ],
+)
+def test_a_quoted_credential_is_redacted_and_the_line_stays_one(said: str, shown: str) -> None:
+    assert redact_credentials(said) == shown

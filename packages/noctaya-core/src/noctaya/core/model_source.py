@@ -6,7 +6,7 @@ digest-pinned artifact that a staging Job pulls and promotes into the cache.
 
 A URI never carries credentials: the part before an `@` would travel in the engine's arguments,
 the served-model list and every message that names the source, so such a URI is refused without
-repeating it.
+repeating it, and a credential a failure line quotes is redacted before it is printed or stored.
 """
 
 from __future__ import annotations
@@ -55,6 +55,13 @@ CREDENTIALS_REFUSED = (
     "modelscope:// URI); the Secret that secretRef names holds them"
 )
 """Said after the field's name, never with its value."""
+REDACTED = "[redacted]"
+_URI_USERINFO = re.compile(r"([A-Za-z][A-Za-z0-9+.-]*://)[^\s/@'\"<>]*@")
+_AUTHORIZATION = re.compile(r"(?i)\b(bearer|basic)\s+[A-Za-z0-9\-._~+/\\]{8,}=*")
+_SECRET_PARAMETER = re.compile(
+    r"(?i)([?&;][\w.-]*(?:token|signature|secret|password|credential|key|sig)[\w.-]*=)"
+    r"[^&;#\s'\"<>]+"
+)
 _DNS1123_SUBDOMAIN = re.compile(r"[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*")
 _DNS1123_SUBDOMAIN_MAX = 253
 _OCI_REGISTRY = r"[a-z0-9](?:[a-z0-9.-]*[a-z0-9])?(?::[0-9]+)?"
@@ -70,6 +77,23 @@ def holds_credentials(uri: str) -> bool:
     if "://" not in uri:
         return "@" in uri
     return any(re.search(pattern, uri) for pattern in CREDENTIAL_PATTERNS)
+
+
+def redact_credentials(text: str, *, lines: bool = False) -> str:
+    """`text` fit to print or store though it quotes a client's error: the userinfo of any
+    URL, the value of a query parameter named like a credential (a presigned URL's signature,
+    a `?token=`) and the credential of an Authorization header replaced; unprintable characters
+    escaped first (line breaks too, unless `lines`), so that an escape sequence cannot steer a
+    terminal, a line break cannot forge a line, and neither can hide a credential from the
+    patterns. A name that merely contains `key` or `sig` loses its value too: better a value
+    hidden for nothing than a credential shown."""
+    text = "".join(
+        char if char.isprintable() or (lines and char == "\n") else go_quote(char)[1:-1]
+        for char in text
+    )
+    text = _URI_USERINFO.sub(rf"\1{REDACTED}@", text)
+    text = _SECRET_PARAMETER.sub(rf"\1{REDACTED}", text)
+    return _AUTHORIZATION.sub(rf"\1 {REDACTED}", text)
 
 
 def is_oci_registry(text: str) -> bool:

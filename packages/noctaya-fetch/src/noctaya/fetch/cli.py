@@ -18,7 +18,7 @@ import time
 from collections.abc import Sequence
 from decimal import Decimal
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from noctaya.core.cache_planning import FETCH_PERMANENT_FAILURE
 from noctaya.fetch.limits import DEFAULT_CONCURRENCY, DEFAULT_SIZE_CAP
@@ -37,6 +37,7 @@ try again later."""
 EXIT_INTERNAL = 70
 """EX_SOFTWARE: a failure the fetcher does not know how to classify (an errno that
 `noctaya.fetch.errors.ERRNO_VERDICTS` does not list, a bug); the Job retries it."""
+_FORMATTER = logging.Formatter()
 TERMINATION_LOG = Path("/dev/termination-log")
 """Kubernetes' default terminationMessagePath: the failure line written there becomes the
 container's termination message, which the operator quotes in the service's status."""
@@ -46,9 +47,11 @@ def main(argv: Sequence[str] | None = None) -> int:
     # The hub clients' own tqdm bars would garble the log; tqdm reads TQDM_* when it is
     # imported, so the fetchers are imported only after this (here and in `_deliver`).
     os.environ.setdefault("TQDM_DISABLE", "1")
+    from noctaya.fetch.credentials import hide_uri_credentials, redact
     from noctaya.fetch.progress import Progress
 
     arguments = _parser().parse_args(argv)
+    hide_uri_credentials(arguments.uri)
     _configure_logging()
     progress = Progress()
     started = time.monotonic()
@@ -59,7 +62,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         _failed(f"noctaya-fetch: {line}", arguments.termination_log)
         return status
     elapsed = time.monotonic() - started
-    print(_summary(arguments.uri, delivered, progress, elapsed), file=sys.stderr)
+    print(redact(_summary(arguments.uri, delivered, progress, elapsed)), file=sys.stderr)
     print(delivered.path)
     return 0
 
@@ -137,7 +140,11 @@ def _summary(uri: str, delivered: Delivered, progress: Progress, elapsed: float)
 
 def _failed(line: str, termination_log: Path) -> None:
     """The failure on stderr, and as the termination message where a kubelet provides the file
-    (outside a container there is none, and nothing is created)."""
+    (outside a container there is none, and nothing is created): one line, without a secret,
+    whatever the clients' errors quoted."""
+    from noctaya.fetch.credentials import redact
+
+    line = redact(line)
     print(line, file=sys.stderr)
     with contextlib.suppress(OSError), termination_log.open("r+") as message:
         message.truncate()
@@ -228,6 +235,24 @@ def _positive(text: str) -> int:
 
 
 def _configure_logging() -> None:
+    """The fetcher's own lines, quieter hub clients, and every record of every logger (the
+    clients' own handlers included, and warnings) redacted when it is made."""
+    from noctaya.fetch.credentials import redact
+
+    make_record = logging.getLogRecordFactory()
+
+    def redacted_record(*args: Any, **kwargs: Any) -> logging.LogRecord:
+        record = make_record(*args, **kwargs)
+        with contextlib.suppress(Exception):  # a bad format is the handler's to report
+            record.msg, record.args = redact(record.getMessage(), lines=True), None
+        if record.exc_info:
+            record.exc_text = redact(_FORMATTER.formatException(record.exc_info), lines=True)
+        if record.stack_info:
+            record.stack_info = redact(record.stack_info, lines=True)
+        return record
+
+    logging.setLogRecordFactory(redacted_record)
+    logging.captureWarnings(True)
     handler = logging.StreamHandler(sys.stderr)
     handler.setFormatter(logging.Formatter("noctaya-fetch: %(message)s"))
     fetch_log = logging.getLogger("noctaya.fetch")

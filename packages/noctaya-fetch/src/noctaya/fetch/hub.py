@@ -14,6 +14,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from noctaya.fetch.credentials import check_endpoint
 from noctaya.fetch.delivery import Fetcher
 from noctaya.fetch.errors import (
     FetchError,
@@ -47,8 +48,10 @@ class HubFetcher(Fetcher):
         self._endpoint = endpoint
 
     def endpoint(self) -> str | None:
-        """The given endpoint, else the variable's value read now (clients cache theirs)."""
-        return self._endpoint or os.environ.get(self.endpoint_variable) or None
+        """The given endpoint, else the variable's value read now (clients cache theirs);
+        refused if it carries credentials."""
+        value = self._endpoint or os.environ.get(self.endpoint_variable)
+        return check_endpoint(self.endpoint_variable, value) if value else None
 
     def fill_with(self, target: Target, steps: HubSteps) -> None:
         """Fill the destination's `.partial`, verify it, promote it with what was verified."""

@@ -14,6 +14,7 @@ from collections.abc import Iterable, Mapping
 from datetime import UTC, datetime
 from typing import Any
 
+from noctaya.core.model_source import redact_credentials
 from noctaya.core.observation import (
     BACKEND,
     GATEWAY,
@@ -162,7 +163,12 @@ def job_pod_selector(job: str) -> str:
 
 def termination_message(pods: Iterable[Mapping[str, Any]], container: str) -> str | None:
     """What `container` said when it last ended, in whichever pod it ended last: the kubelet's
-    termination message (the file the container wrote, such as a fetcher's failure line)."""
+    termination message (the file the container wrote, such as a fetcher's failure line).
+
+    It goes into the service's status, which more people read than the Job's pods, so it is
+    redacted here too whatever the container did: the operator holds no token to look for,
+    but the userinfo of a URL and the credential of an Authorization header have a shape, and
+    one line without control characters cannot forge more."""
     said: list[tuple[str, str]] = []
     for pod in pods:
         for entry in map(_mapping, _list(_mapping(pod.get("status")).get("containerStatuses"))):
@@ -171,7 +177,8 @@ def termination_message(pods: Iterable[Mapping[str, Any]], container: str) -> st
             for state in (entry.get("state"), entry.get("lastState")):
                 ended = _mapping(_mapping(state).get("terminated"))
                 if message := _string(ended.get("message")):
-                    said.append((str(ended.get("finishedAt") or ""), message.strip()))
+                    finished = str(ended.get("finishedAt") or "")
+                    said.append((finished, redact_credentials(message.strip())))
     return max(said)[1] if said else None
 
 
