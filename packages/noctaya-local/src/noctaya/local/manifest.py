@@ -7,10 +7,16 @@ runtimes in any mix. Local mode serves the files it is given together
 Whatever a document holds, the outcome is a manifest or a LocalConfigError naming the document
 and field: the core's validation error is expected, and anything else it raises on hostile
 input is reported the same way instead of ending local mode in a traceback.
+
+A served path is one others can write, so a file is read once, bounded, and only if it is a
+regular file (`noctaya.core.files`): a FIFO would block the read, `/dev/zero` or a huge sparse
+file would never end, and both are refused as files local mode cannot serve. The bytes read are
+the ones parsed, so what is judged is what was read.
 """
 
 from __future__ import annotations
 
+import errno
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -24,7 +30,8 @@ from noctaya.core.api import (
     parse_llmservice,
 )
 from noctaya.core.api.names import shown
-from noctaya.core.api.yaml_documents import ManifestYAMLError, read_documents
+from noctaya.core.api.yaml_documents import MAX_BYTES, ManifestYAMLError, parse_documents
+from noctaya.core.files import read_regular
 from noctaya.local.errors import LocalConfigError
 
 LLMSERVICE, INFERENCERUNTIME = "LLMService", "InferenceRuntime"
@@ -41,15 +48,32 @@ class ManifestFile:
 
 
 def read_manifest(path: Path) -> ManifestFile:
-    """Read `path` and validate every document through the API models."""
+    """Read `path` and validate every document through the API models (blocks on the
+    filesystem: not on an event loop)."""
+    return parse_manifest(read_manifest_bytes(path), str(path))
+
+
+def read_manifest_bytes(path: Path) -> bytes:
+    """The content of `path`, if it is a regular file (through symlinks) of at most MAX_BYTES;
+    else a LocalConfigError naming it. Blocks on the filesystem: not on an event loop."""
     try:
-        with path.open("rb") as file:
-            documents = read_documents(file, source=str(path))
+        return read_regular(path, MAX_BYTES)
     except OSError as error:
-        raise LocalConfigError(f"read {path}: {error}") from None
+        if error.errno == errno.EFBIG:
+            raise LocalConfigError(
+                f"{path}: {error.strerror} ({MAX_BYTES >> 20} MiB), the most a manifest file "
+                "may hold"
+            ) from None
+        raise LocalConfigError(f"read {path}: {error.strerror or error}") from None
+
+
+def parse_manifest(data: bytes, source: str) -> ManifestFile:
+    """What `data`, the content of the file `source`, declares, every document validated."""
+    try:
+        documents = parse_documents(data, source=source)
     except ManifestYAMLError as error:
         raise LocalConfigError(str(error)) from None
-    return _manifest(documents, str(path))
+    return _manifest(documents, source)
 
 
 def _manifest(documents: Sequence[Mapping[str, Any]], source: str) -> ManifestFile:

@@ -7,7 +7,9 @@ started again after a back-off (`restarts`), while the others serve on; so is a 
 edit added that cannot start yet.
 
 A live edit applies to the services it touches only: an added service starts, a changed one
-drains and restarts, a removed one drains and stops; the others' requests go on.
+drains and restarts, a removed one drains and stops; the others' requests go on. The files are
+read on a worker thread (`live_files`), so a file that is slow or hostile to read never holds
+up the endpoints or the signals; what changed in one look is judged and applied as one set.
 
 `LocalMode` keeps the services as the files have them and applies them; what clients reach is
 `endpoints`, what runs is the workloads (`workloads`), what a scrape shows is `local_metrics`.
@@ -32,7 +34,7 @@ from noctaya.local.admission import AdmissionSettings, Admitted, admit
 from noctaya.local.endpoints import Endpoints
 from noctaya.local.engine_logs import EngineLogs
 from noctaya.local.errors import LocalConfigError, LocalRunError, one_line
-from noctaya.local.live_files import WATCH_INTERVAL, FileChange, ServedFiles
+from noctaya.local.live_files import WATCH_INTERVAL, Edit, ServedFiles
 from noctaya.local.model_fetch import fetch_model
 from noctaya.local.restarts import Restarts
 from noctaya.local.routes import Route, RouteTable
@@ -215,23 +217,25 @@ class LocalMode:
                     await self.stop.wait()
             if self.stop.is_set():
                 return
-            for change in self._files.changes():
-                await self._change(change)
+            edit = await asyncio.to_thread(self._files.look)
+            if edit is not None:
+                await self._edit(edit)
             self._restart_failed()
 
-    async def _change(self, change: FileChange) -> None:
+    async def _edit(self, edit: Edit) -> None:
+        for path, error in edit.refused:
+            log.error(log_lines.EDIT_REFUSED, path, one_line(str(error)))
+        if not edit.differs:
+            return
         try:
-            if change.error is not None:
-                raise change.error
-            manifests = self._files.with_change(change)
-            admitted = await self._admit(manifests)
+            admitted = await self._admit(edit.manifests())
             if admitted is None:
                 return
             self._apply(admitted, announce=True)
         except (LocalConfigError, LocalRunError) as error:
-            log.error(log_lines.EDIT_REFUSED, change.path, one_line(str(error)))
+            log.error(log_lines.EDIT_REFUSED, edit.describe(), one_line(str(error)))
             return
-        self._files.accept(change)
+        self._files.accept(edit)
 
     def _restart_failed(self) -> None:
         if self._restarts.due(self.routes.routes(), time.monotonic()):

@@ -1,7 +1,7 @@
 """The files local mode serves: `FILE_OR_DIR…` expanded to manifest files and read together.
 
 A folder stands for the YAML files directly in it (`*.yaml`, `*.yml`; hidden files such as an
-editor's swap files are skipped), read again whenever local mode looks for changes, so a file
+editor's swap files are skipped), listed again whenever local mode looks for changes, so a file
 added to it is served and a file removed from it is no longer. Together the files are what
 `kubectl apply -f` would be given: every runtime is there for every service, and two services
 (or two runtimes) of one name are refused, naming both files.
@@ -9,7 +9,7 @@ added to it is served and a file removed from it is no longer. Together the file
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -42,22 +42,20 @@ class LocalManifests:
     runtimes: FileRuntimes
 
 
-def manifest_paths(arguments: Sequence[Path]) -> list[Path]:
-    """Each argument that is a folder replaced by its manifest files (sorted); the others as
-    given, so that a missing file is reported when it is read."""
-    paths: list[Path] = []
-    for argument in arguments:
-        if argument.is_dir():
-            paths += sorted(
-                entry
-                for entry in argument.iterdir()
-                if entry.suffix in MANIFEST_SUFFIXES
-                and not entry.name.startswith(".")
-                and entry.is_file()
-            )
-        else:
-            paths.append(argument)
-    return list(dict.fromkeys(paths))  # a file named twice is served once
+def folder_manifests(folder: Path) -> list[Path]:
+    """The manifest files directly in `folder`, sorted; none when it cannot be listed (it is
+    gone, no longer a folder, or unreadable: as if its files were removed). An entry that is not
+    a regular file, through its symlinks (a folder named `x.yaml`, a FIFO, a device, a dangling
+    or looping symlink), is skipped: it can hold no manifest, and opening a FIFO would block."""
+    try:
+        entries = list(folder.iterdir())
+    except OSError:
+        return []
+    return sorted(
+        entry
+        for entry in entries
+        if entry.suffix in MANIFEST_SUFFIXES and not entry.name.startswith(".") and entry.is_file()
+    )
 
 
 def combine(files: Iterable[ManifestFile]) -> LocalManifests:

@@ -68,8 +68,9 @@ class LocalService:
     plan: LocalPlan
     listen_addr: str
     """Where its gateway listens (port 0: a port the kernel picks)."""
-    source: str
-    """The file it came from, named in the port claims other local modes read."""
+    source: str = field(compare=False)
+    """The file it came from, named in the port claims other local modes read; a service whose
+    file was renamed is the same service, so its processes go on."""
     endpoint: str = ""
     """Where its clients reach it (local mode's endpoint), for the log; "": the gateway."""
 
