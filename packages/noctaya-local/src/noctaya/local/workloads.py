@@ -47,6 +47,7 @@ from noctaya.local.engine import EngineReplica
 from noctaya.local.engine_logs import EngineLogs
 from noctaya.local.errors import LocalRunError, one_line
 from noctaya.local.gateway_env import gateway_env
+from noctaya.local.paced_starts import StartTurns
 from noctaya.local.plan import GATEWAY_COMMAND, LOOPBACK, LocalPlan
 from noctaya.local.port_claims import PortClaims, PortUse, engine_use
 from noctaya.local.processes import ManagedProcess, describe_exit
@@ -87,6 +88,8 @@ class Machine:
     """Where each service's gateway and engine output is kept; None: the terminal only."""
     on_change: Callable[[], None] = lambda: None
     """Hears every change of a service's processes (the status table, held clients)."""
+    gateway_starts: StartTurns = field(default_factory=StartTurns)
+    """Turns the gateways take to start, a few at a time."""
 
 
 Translate = Callable[[ServingPlan], LocalService]
@@ -234,15 +237,21 @@ class ServiceProcesses:
             gateway_argv = _gateway_argv()
             self._claim_ports(claims)
             _check_engine_port_free(self.wanted.plan.engine.port)
-            addresses = _Addresses()
-            self.gateway = await ManagedProcess.start(
-                f"{self.wanted.plan.service_name} gateway",
-                gateway_argv,
-                self._gateway_environ(),
-                self._gateway_line(addresses),
-            )
-            log.info(log_lines.GATEWAY_STARTED, self.wanted.plan.service_name, self.gateway.pid)
-            started = await self._until_stopped(addresses.both(), GATEWAY_START_TIMEOUT)
+            turns = self._machine.gateway_starts
+            if not await turns.take(self._stop):
+                return
+            try:
+                addresses = _Addresses()
+                self.gateway = await ManagedProcess.start(
+                    f"{self.wanted.plan.service_name} gateway",
+                    gateway_argv,
+                    self._gateway_environ(),
+                    self._gateway_line(addresses),
+                )
+                log.info(log_lines.GATEWAY_STARTED, self.wanted.plan.service_name, self.gateway.pid)
+                started = await self._until_stopped(addresses.both(), GATEWAY_START_TIMEOUT)
+            finally:
+                turns.give_back()
             if started is None:
                 return
             http_addr, scaler_addr = started
