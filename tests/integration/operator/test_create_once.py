@@ -18,7 +18,7 @@ from support.manifests import inference_runtime, llmservice
 from support.operator_process import operator_account_kubeconfig
 
 from .cluster import condition_values, create, events, patch, read, replace_status
-from .failures import after_autoscaling, reconcile_failure
+from .failures import after_autoscaling, fail_prewarm_job, reconcile_failure
 
 pytestmark = pytest.mark.integration
 
@@ -486,47 +486,20 @@ def test_a_failed_prewarm_job_quotes_what_its_fetcher_said_when_it_ended(
         ),
         "refused-prewarm-old": ("2025-01-01T00:00:30Z", "noctaya-fetch: the older attempt"),
     }
-    for name, (ended, line) in said.items():
-        labels = {
-            "app.kubernetes.io/managed-by": "noctaya",
-            "batch.kubernetes.io/job-name": "refused-prewarm",
-        }
-        pod = {
-            "apiVersion": "v1",
-            "kind": "Pod",
-            "metadata": {"name": name, "labels": labels},
-            "spec": {"restartPolicy": "Never", "containers": [{"name": "prewarm", "image": "x"}]},
-        }
-        create(api_client, namespace, pod)
-        terminated = {"exitCode": 2, "reason": "Error", "message": line}
-        container = {
-            "name": "prewarm",
-            "image": "x",
-            "imageID": "",
-            "ready": False,
-            "restartCount": 0,
-            "state": {"terminated": {**terminated, "finishedAt": ended}},
-        }
-        replace_status(
-            api_client,
-            "v1",
-            "Pod",
-            namespace,
-            name,
-            {"phase": "Failed", "containerStatuses": [container]},
-        )
-    now = "2025-01-01T00:02:00Z"
     rule = "Container prewarm for pod x failed with exit code 2 matching FailJob rule at index 0"
-    reason = {"reason": "PodFailurePolicy", "lastProbeTime": now, "lastTransitionTime": now}
-    failed = {
-        "startTime": now,
-        "failed": 1,
-        "conditions": [
-            {"type": "FailureTarget", "status": "True", "message": rule, **reason},
-            {"type": "Failed", "status": "True", "message": rule, **reason},
-        ],
+    pods = {
+        name: {"exitCode": 2, "message": line, "finishedAt": ended}
+        for name, (ended, line) in said.items()
     }
-    replace_status(api_client, "batch/v1", "Job", namespace, "refused-prewarm", failed)
+    fail_prewarm_job(
+        api_client,
+        namespace,
+        "refused-prewarm",
+        pods,
+        failed=1,
+        reason="PodFailurePolicy",
+        message=rule,
+    )
 
     error = reconcile_failure(reconciler, namespace, "refused")
 

@@ -12,8 +12,8 @@ from noctaya.k8s.reconciler import LLMServiceReconciler
 from support.custom_resources import CustomResources, Manifest
 from support.manifests import inference_runtime, llmservice
 
-from .cluster import condition_values, create, replace_status
-from .failures import reconcile_failure
+from .cluster import condition_values
+from .failures import fail_prewarm_job, reconcile_failure
 
 pytestmark = pytest.mark.integration
 
@@ -38,45 +38,17 @@ def test_a_termination_message_reaches_the_status_without_credentials_on_one_lin
     changes = {"runtime": {"name": runtime_name}, "cache": {"prewarm": True}}
     resources.create(llmservice("leaky", changes), namespace)
     reconciler.reconcile((namespace, "leaky"))
-    labels = {
-        "app.kubernetes.io/managed-by": "noctaya",
-        "batch.kubernetes.io/job-name": "leaky-prewarm",
-    }
-    pod = {
-        "apiVersion": "v1",
-        "kind": "Pod",
-        "metadata": {"name": "leaky-prewarm-a", "labels": labels},
-        "spec": {"restartPolicy": "Never", "containers": [{"name": "prewarm", "image": "x"}]},
-    }
-    create(api_client, namespace, pod)
-    ended = {
-        "exitCode": 75,
-        "reason": "Error",
-        "message": SAID,
-        "finishedAt": "2025-01-01T00:01:00Z",
-    }
-    container = {
-        "name": "prewarm",
-        "image": "x",
-        "imageID": "",
-        "ready": False,
-        "restartCount": 0,
-        "state": {"terminated": ended},
-    }
-    status = {"phase": "Failed", "containerStatuses": [container]}
-    replace_status(api_client, "v1", "Pod", namespace, "leaky-prewarm-a", status)
-    now = "2025-01-01T00:02:00Z"
     limit = "Job has reached the specified backoff limit"
-    reason = {"reason": "BackoffLimitExceeded", "lastProbeTime": now, "lastTransitionTime": now}
-    failed = {
-        "startTime": now,
-        "failed": 5,
-        "conditions": [
-            {"type": "FailureTarget", "status": "True", "message": limit, **reason},
-            {"type": "Failed", "status": "True", "message": limit, **reason},
-        ],
-    }
-    replace_status(api_client, "batch/v1", "Job", namespace, "leaky-prewarm", failed)
+    ended = {"exitCode": 75, "message": SAID, "finishedAt": "2025-01-01T00:01:00Z"}
+    fail_prewarm_job(
+        api_client,
+        namespace,
+        "leaky-prewarm",
+        {"leaky-prewarm-a": ended},
+        failed=5,
+        reason="BackoffLimitExceeded",
+        message=limit,
+    )
 
     error = reconcile_failure(reconciler, namespace, "leaky")
 
