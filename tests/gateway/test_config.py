@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 from pathlib import Path
 
 import pytest
@@ -107,7 +108,9 @@ def test_key_file_must_be_readable_and_non_empty(tmp_path: Path) -> None:
     assert str(raised.value) == f"read client API key: open {missing}: no such file or directory"
     with pytest.raises(ConfigError) as raised:
         load_config({**BACKEND, "NOCTAYA_CLIENT_API_KEY_FILE": str(tmp_path)})
-    assert str(raised.value) == f"read client API key: read {tmp_path}: is a directory"
+    assert str(raised.value) == (
+        f"read client API key: open {tmp_path}: a directory, not a regular file"
+    )
     empty = tmp_path / "empty"
     empty.write_text(" \n\t")
     with pytest.raises(ConfigError, match=r"^client API key must not be empty$"):
@@ -151,3 +154,20 @@ def test_client_deadlines_default_to_a_minute_and_reject_bad_durations(
             load_config({**BACKEND, name: text})
         expected = f'{name} must be a positive duration such as "1m0s", got "{text}"'
         assert str(raised.value) == expected
+
+
+def test_a_key_file_that_is_a_fifo_or_a_device_is_refused_at_start_up_without_blocking(
+    tmp_path: Path,
+) -> None:
+    """Start-up reads the key as requests do: a FIFO (which would block the read until a writer
+    came) or a device (which never ends) is refused before it is opened."""
+    fifo = tmp_path / "fifo"
+    os.mkfifo(fifo)
+    through_link = tmp_path / "link"
+    through_link.symlink_to(fifo)
+    zero = tmp_path / "zero"
+    zero.symlink_to("/dev/zero")
+    for path, kind in ((fifo, "a FIFO"), (through_link, "a FIFO"), (zero, "a character device")):
+        with pytest.raises(ConfigError) as raised:
+            load_config({**BACKEND, "NOCTAYA_CLIENT_API_KEY_FILE": str(path)})
+        assert str(raised.value) == f"read client API key: open {path}: {kind}, not a regular file"

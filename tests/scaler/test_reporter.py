@@ -115,6 +115,21 @@ def test_unreadable_token_file_names_the_file(tmp_path: Path) -> None:
         DemandReporter("http://aggregator:9091/v1/demand", "gw", str(missing), counter()[0])
 
 
+def test_a_token_file_that_is_a_fifo_or_a_device_is_refused_without_blocking(
+    tmp_path: Path,
+) -> None:
+    """The token is a mounted Secret's file: read bounded and only if regular, never waiting on a
+    FIFO for a writer nor reading a device without end."""
+    fifo = tmp_path / "fifo"
+    os.mkfifo(fifo)
+    zero = tmp_path / "zero"
+    zero.symlink_to("/dev/zero")
+    for path, kind in ((fifo, "a FIFO"), (zero, "a character device")):
+        expected = f"read demand authentication token: open {path}: {kind}, not a regular file"
+        with pytest.raises(ValueError, match=f"^{re.escape(expected)}$"):
+            DemandReporter("http://aggregator:9091/v1/demand", "gw", str(path), counter()[0])
+
+
 def test_member_id_is_the_gateway_id_and_a_fresh_random_suffix(token_file: Path) -> None:
     environ = {
         "NOCTAYA_DEMAND_AGGREGATOR_URL": "http://aggregator:9091/v1/demand//",

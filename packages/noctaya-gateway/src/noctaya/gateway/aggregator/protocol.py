@@ -11,14 +11,15 @@ from __future__ import annotations
 
 import json
 from dataclasses import dataclass
-from pathlib import Path
 from typing import Any, TypeGuard
 
+from noctaya.core.files import read_regular
 from noctaya.gateway.process.describe import describe_error
 
 MAX_BODY_BYTES = 64 * 1024
 MAX_MEMBER_ID_BYTES = 512
 MIN_TOKEN_LENGTH = 32
+TOKEN_FILE_LIMIT = 64 * 1024
 INT64_MAX = 2**63 - 1
 _UINT64_MAX = 2**64 - 1
 _FIELDS = frozenset({"memberID", "sequence", "demand"})
@@ -66,11 +67,13 @@ def decode_report(body: bytes, max_demand: int) -> DemandReport | None:
 
 
 def read_demand_token(path: str) -> bytes:
-    """The shared token from its file (re-read on use, so a rotated Secret takes effect)."""
+    """The shared token from its file (re-read on use, so a rotated Secret takes effect): a
+    regular file of at most `TOKEN_FILE_LIMIT` bytes, never a FIFO or a device. Blocks: an
+    asynchronous caller runs it on a worker thread."""
     if not path:
         raise ValueError("demand authentication token file is required")
     try:
-        token = Path(path).read_bytes().strip()
+        token = read_regular(path, TOKEN_FILE_LIMIT).strip()
     except OSError as exc:
         raise ValueError(f"read demand authentication token: {describe_error(exc)}") from None
     if len(token) < MIN_TOKEN_LENGTH:

@@ -106,7 +106,7 @@ class AggregatorRoutes:
         if path == "/healthz":
             return Response(200)
         if path == "/readyz":
-            if self._token() is None:
+            if await self._token() is None:
                 return text_response(503, _AUTH_UNAVAILABLE)
             return Response(200)
         if path == "/metrics":
@@ -129,7 +129,7 @@ class AggregatorRoutes:
     async def _accept_report(
         self, scope: dict[str, Any], channel: ClientChannel
     ) -> Response | None:
-        token = self._token()
+        token = await self._token()
         if token is None:
             return text_response(503, _AUTH_UNAVAILABLE)
         if not _authorized(_header(scope, b"authorization"), token):
@@ -153,10 +153,11 @@ class AggregatorRoutes:
             return text_response(429, "gateway member capacity reached")
         return Response(204)
 
-    def _token(self) -> bytes | None:
-        """The current token, re-read per use so a rotated Secret needs no restart."""
+    async def _token(self) -> bytes | None:
+        """The current token, re-read per use (on a worker thread: it is a file) so a rotated
+        Secret needs no restart."""
         try:
-            return read_demand_token(self._token_file)
+            return await asyncio.to_thread(read_demand_token, self._token_file)
         except ValueError:
             return None
 

@@ -128,9 +128,10 @@ class DemandReporter:
         it out) fails before any answer; the pool then retries once on a fresh connection, as it
         does for any request marked idempotent. A report is: the aggregator applies each
         sequence number at most once."""
+        token = await asyncio.to_thread(read_demand_token, self._token_file)
         headers = [
             (b"content-type", b"application/json"),
-            (b"authorization", bearer(read_demand_token(self._token_file))),
+            (b"authorization", bearer(token)),
             (b"idempotency-key", b"%d" % report.sequence),
         ]
         async with (

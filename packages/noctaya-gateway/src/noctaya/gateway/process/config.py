@@ -28,6 +28,7 @@ from noctaya.gateway.process.config_shared import (
     listen_addr_setting,
 )
 from noctaya.gateway.process.describe import describe_error
+from noctaya.gateway.requests.auth import read_key
 from noctaya.gateway.upstream.pool import HEAD_TIMEOUT, READ_TIMEOUT
 
 DEFAULT_BACKEND_READINESS_PATH = "/health"
@@ -160,13 +161,13 @@ def is_absolute_http_url(text: str) -> bool:
 
 
 def _check_key_file(path: str) -> None:
+    """The key file as requests will read it (`read_key`), so start-up refuses what they would."""
     try:
-        with open(path, "rb") as handle:
-            key = handle.read().strip()
+        read_key(path)
     except OSError as error:
         raise ConfigError(f"read client API key: {describe_error(error)}") from None
-    if not key:
-        raise ConfigError("client API key must not be empty")
+    except ValueError as error:
+        raise ConfigError(str(error)) from None
 
 
 def _positive_int(text: str | None, default: int) -> int:
