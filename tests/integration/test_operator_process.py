@@ -116,9 +116,12 @@ def test_operator_with_only_its_rbac_reconciles_a_service_then_stops_cleanly_on_
         "--metrics-secure=false",
         "--gateway-image=registry.example/noctaya-gateway:e2e",
     )
+    # The runtime exists before the operator starts, so its first list holds it: created after,
+    # its watch event may reach the operator after the service's, and the first reconcile would
+    # fail (and be retried) for a runtime it has not seen yet.
+    resources.create(inference_runtime(runtime_name))
     with running(operator):
         operator.wait_ready()
-        resources.create(inference_runtime(runtime_name))
         _serving(resources, runtime_name, namespace, "qwen")
 
         poll(
