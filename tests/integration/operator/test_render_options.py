@@ -155,9 +155,12 @@ def test_shared_pvc_without_prewarm_is_written_by_the_server_itself(rendered: Re
     )
 
 
-def test_oci_model_is_staged_by_the_job_and_served_read_only_from_a_host_path_cache(
+def test_oci_model_is_staged_by_the_job_and_by_each_backend_pod_on_a_host_path_cache(
     rendered: Rendered,
 ) -> None:
+    """A host folder is each node's own: the Job fills the folder of its node, and each backend
+    pod runs the same fetcher first (`fetch-model`) instead of waiting for a marker the Job may
+    have written on another node; serving reads the cache read-only."""
     rendered.runtime()
     source = {"uri": OCI_URI, "secretRef": {"name": "registry-creds"}}
     rendered.service("oci", {"model": {"source": source}, "cache": {"strategy": "HostPath"}})
@@ -169,34 +172,44 @@ def test_oci_model_is_staged_by_the_job_and_served_read_only_from_a_host_path_ca
             "type": "DirectoryOrCreate",
         },
     }
+    registry_auth = {
+        "name": "oci-registry-auth",
+        "secret": {
+            "secretName": "registry-creds",
+            "defaultMode": 0o400,
+            "items": [{"key": ".dockerconfigjson", "path": "config.json"}],
+        },
+    }
     pod = rendered.backend_pod("oci")
-    assert pod["volumes"] == [{"name": "dshm", "emptyDir": {"medium": "Memory"}}, host_cache]
+    dshm = {"name": "dshm", "emptyDir": {"medium": "Memory"}}
+    assert pod["volumes"] == [dshm, host_cache, SCRATCH_VOLUME, registry_auth]
     [serving] = pod["containers"]
     assert serving["volumeMounts"][-1] == {
         "name": "model-cache",
         "mountPath": "/cache",
         "readOnly": True,
     }, "an OCI model is served from a read-only cache"
-    [init] = pod["initContainers"]
-    assert strip_defaults(init) == wait_for_marker(OCI_MARKER)
     assert (
         read(rendered.api_client, "v1", "PersistentVolumeClaim", rendered.namespace, "oci-cache")
         is None
     )
 
     job = rendered.job_pod("oci")
-    assert job["volumes"] == [
-        host_cache,
-        SCRATCH_VOLUME,
-        {
-            "name": "oci-registry-auth",
-            "secret": {
-                "secretName": "registry-creds",
-                "defaultMode": 0o400,
-                "items": [{"key": ".dockerconfigjson", "path": "config.json"}],
-            },
-        },
-    ]
+    assert job["volumes"] == [host_cache, SCRATCH_VOLUME, registry_auth]
+    [fetch] = pod["initContainers"]
+    [prewarm] = job["containers"]
+    assert fetch["name"] == "fetch-model"
+    for field in ("image", "command", "env", "volumeMounts"):
+        assert fetch.get(field) == prewarm.get(field), field
+    assert fetch["securityContext"] == {
+        "allowPrivilegeEscalation": False,
+        "readOnlyRootFilesystem": True,
+        "capabilities": {"drop": ["ALL"]},
+        "runAsUser": 0,
+        "runAsGroup": 0,
+        "runAsNonRoot": False,
+        "seccompProfile": {"type": "RuntimeDefault"},
+    }, "the Job's identity on a host folder, on the container itself"
     assert "initContainers" not in job, "noctaya-fetch verifies and promotes in one container"
     assert job["securityContext"] == {
         "runAsUser": 0,

@@ -97,11 +97,21 @@ class CachePlan:
     serving_read_only: bool
     """Whether the serving container (and the PVC volume source) mounts the cache read-only."""
     readiness_marker: str | None
-    """If set, a `wait-for-prewarm` init container blocks serving until this file exists."""
+    """If set, serving does not start before this file exists: a `wait-for-prewarm` init
+    container waits for it, or, where `fetched_on_each_node`, a `fetch-model` one makes it."""
 
     @property
     def serving_env(self) -> tuple[LiteralEnv, ...]:
         return CACHE_ENV if self.volume is not None else ()
+
+    @property
+    def fetched_on_each_node(self) -> bool:
+        """A host folder is one node's own: a marker the Job wrote on another node is never
+        seen here, and a pod waiting for it would wait forever. So each serving pod runs the
+        Job's fetcher itself before serving, with the same one-owner lock: it returns at once
+        where the node's copy is verified and marked, waits where another pod of the node is
+        fetching, and fetches otherwise; the Job warms the node it ran on."""
+        return isinstance(self.volume, HostPathCache) and self.readiness_marker is not None
 
 
 @dataclass(frozen=True, slots=True)

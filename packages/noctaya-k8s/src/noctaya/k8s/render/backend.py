@@ -7,6 +7,7 @@ from __future__ import annotations
 from noctaya.core.cache_planning import (
     CACHE_MOUNT_PATH,
     CACHE_VOLUME_NAME,
+    PrewarmPlan,
     python_command,
     wait_for_marker_program,
 )
@@ -22,10 +23,12 @@ from noctaya.k8s.render.container import (
     volume,
     volume_mount,
 )
+from noctaya.k8s.render.fetcher import fetch_container, fetcher_root_identity
 from noctaya.k8s.render.labels import VOLCANO_QUEUE, backend_pod_labels, selector_labels
 from noctaya.k8s.render.objects import Obj, mount, new_object, set_image_pull_secrets
 
 WAIT_FOR_PREWARM = "wait-for-prewarm"
+FETCH_MODEL = "fetch-model"
 
 
 def apply_scheduling(pod: Obj, scheduling: Scheduling) -> None:
@@ -61,7 +64,11 @@ def _resources(plan: BackendPlan) -> Obj:
     return resources
 
 
-def render_backend_deployment(svc: ServiceIdentity, plan: BackendPlan) -> Obj:
+def render_backend_deployment(
+    svc: ServiceIdentity, plan: BackendPlan, fetcher: PrewarmPlan | None = None
+) -> Obj:
+    """`fetcher`: the Job's fetcher, run by each backend pod before serving, for a cache the
+    core says is `fetched_on_each_node`; otherwise a marker is waited for."""
     labels = backend_pod_labels(svc, plan.runtime)
     cache = plan.cache
     env, volumes, mounts = list(plan.env), list(plan.volumes), list(plan.mounts)
@@ -106,7 +113,12 @@ def render_backend_deployment(svc: ServiceIdentity, plan: BackendPlan) -> Obj:
         pod["securityContext"] = pod_security_context(plan.pod_security_context)
     set_image_pull_secrets(pod, plan.image_pull_secrets)
     apply_scheduling(pod, plan.scheduling)
-    if cache is not None and cache.ready_marker:
+    if fetcher is not None:
+        fetch, fetch_volumes = fetch_container(fetcher, FETCH_MODEL)
+        fetch["securityContext"] = fetcher_root_identity()
+        pod["initContainers"] = [fetch]
+        pod["volumes"] += fetch_volumes
+    elif cache is not None and cache.ready_marker:
         wait: Obj = {
             "name": WAIT_FOR_PREWARM,
             "image": plan.image,

@@ -4,41 +4,18 @@ hash of their rendered spec, so a changed request is detected.
 
 from __future__ import annotations
 
-from noctaya.core.cache_planning import (
-    CACHE_MOUNT_PATH,
-    CACHE_VOLUME_NAME,
-    FETCH_PERMANENT_FAILURE,
-    REGISTRY_AUTH_DIR,
-    REGISTRY_AUTH_FILE,
-    REGISTRY_AUTH_SECRET_KEY,
-    REGISTRY_AUTH_VOLUME_NAME,
-    SCRATCH_MOUNT_PATH,
-    SCRATCH_VOLUME_NAME,
-    CacheVolume,
-    HostPathCache,
-    PrewarmPlan,
-    PvcCache,
-)
-from noctaya.core.plan.backend import BackendPlan, secret_env
-from noctaya.core.plan.container import Env, ScratchVolume
+from noctaya.core.cache_planning import FETCH_PERMANENT_FAILURE, PrewarmPlan, PvcCache
+from noctaya.core.plan.backend import BackendPlan
 from noctaya.core.plan.serving import ServingPlan, cache_volume
 from noctaya.k8s.apply import with_create_once_hash
 from noctaya.k8s.render.backend import apply_scheduling, template_metadata
-from noctaya.k8s.render.container import env_var, volume
+from noctaya.k8s.render.container import volume
+from noctaya.k8s.render.fetcher import fetch_container, fetcher_pod_identity
 from noctaya.k8s.render.labels import selector_labels
-from noctaya.k8s.render.objects import (
-    RESTRICTED_CONTAINER_SECURITY,
-    RESTRICTED_POD_SECURITY,
-    Obj,
-    mount,
-    new_object,
-    secret_volume,
-    set_image_pull_secrets,
-)
+from noctaya.k8s.render.objects import Obj, new_object, set_image_pull_secrets
 
 PREWARM_BACKOFF_LIMIT = 4
 PREWARM_CONTAINER = "prewarm"
-_REGISTRY_AUTH_MODE = 0o400
 
 
 def render_cache_pvc(plan: ServingPlan) -> Obj | None:
@@ -105,66 +82,16 @@ def _pod_failure_policy() -> Obj:
 
 
 def _prewarm_pod(prewarm: PrewarmPlan, backend: BackendPlan) -> Obj:
-    """The fetcher's pod: the cache and a scratch volume, the registry credentials when the
-    service names a Secret, and the backend's pull secrets and node placement."""
-    volumes = [
-        volume(cache_volume(prewarm.volume, read_only=False)),
-        volume(ScratchVolume(SCRATCH_VOLUME_NAME)),
-    ]
-    container: Obj = {
-        "name": PREWARM_CONTAINER,
-        "image": prewarm.image,
-        "command": list(prewarm.command),
-        "env": [env_var(e) for e in _prewarm_env(prewarm)],
-        "securityContext": RESTRICTED_CONTAINER_SECURITY,
-        "volumeMounts": [
-            mount(CACHE_VOLUME_NAME, CACHE_MOUNT_PATH),
-            mount(SCRATCH_VOLUME_NAME, SCRATCH_MOUNT_PATH),
-        ],
-    }
-    if prewarm.registry_secret_name:
-        items = [{"key": REGISTRY_AUTH_SECRET_KEY, "path": REGISTRY_AUTH_FILE}]
-        volumes.append(
-            secret_volume(
-                REGISTRY_AUTH_VOLUME_NAME,
-                prewarm.registry_secret_name,
-                _REGISTRY_AUTH_MODE,
-                items,
-            )
-        )
-        container["volumeMounts"].append(
-            mount(REGISTRY_AUTH_VOLUME_NAME, REGISTRY_AUTH_DIR, read_only=True)
-        )
+    """The fetcher's pod: the cache, the fetcher's own volumes, and the backend's pull secrets
+    and node placement."""
+    container, volumes = fetch_container(prewarm, PREWARM_CONTAINER)
     pod: Obj = {
         "restartPolicy": "Never",
         "automountServiceAccountToken": False,
-        "securityContext": _fetcher_identity(prewarm.volume),
+        "securityContext": fetcher_pod_identity(prewarm.volume),
         "containers": [container],
-        "volumes": volumes,
+        "volumes": [volume(cache_volume(prewarm.volume, read_only=False)), *volumes],
     }
     set_image_pull_secrets(pod, backend.image_pull_secrets)
     apply_scheduling(pod, backend.scheduling)
     return pod
-
-
-def _prewarm_env(prewarm: PrewarmPlan) -> list[Env]:
-    """The Job's own env, the serving container's hub steering, then the hub token (last, so
-    it wins over a runtime's)."""
-    env = [Env(item.name, item.value) for item in prewarm.env]
-    env += prewarm.runtime_env
-    if prewarm.token_env is not None:
-        env.append(secret_env(prewarm.token_env))
-    return env
-
-
-def _fetcher_identity(cache: CacheVolume) -> Obj:
-    """Who the fetcher writes the cache as; the Noctaya image runs as an unprivileged user.
-
-    On a claim, fsGroup lets that user write a fresh volume's root and read the 0400
-    credentials (the kubelet gives a secret volume's files to the group). A hostPath folder is
-    created root-owned and fsGroup does not apply to it, so there the fetcher runs as root, as
-    the serving images do, still with every capability dropped and no way to gain one.
-    """
-    if isinstance(cache, HostPathCache):
-        return {"runAsUser": 0, "runAsGroup": 0, "seccompProfile": {"type": "RuntimeDefault"}}
-    return {**RESTRICTED_POD_SECURITY, "fsGroupChangePolicy": "OnRootMismatch"}

@@ -42,7 +42,9 @@ def render_serving(plan: ServingPlan) -> RenderedService:
     svc, gateway = plan.service, plan.gateway
     return RenderedService(
         scaled_object=render_scaled_object(svc, plan.autoscaling),
-        deployment=render_backend_deployment(svc, plan.backend),
+        deployment=render_backend_deployment(
+            svc, plan.backend, plan.prewarm if plan.cache.fetched_on_each_node else None
+        ),
         backend_service=render_backend_service(svc, plan.backend),
         gateway_deployment=render_gateway_deployment(svc, gateway),
         gateway_service=render_gateway_service(svc),
