@@ -6,14 +6,17 @@
 #   - kube-controller-manager, kube-scheduler, kubelet, kube-proxy, and kubectl (the e2e tests
 #     run the getting-started guide's kubectl commands with it): one `go build` of those
 #     missing in the throwaway k8s.io/kubernetes module of lib/kubernetes-module.sh;
-#   - coredns: `go install`, its go.mod has no replace directives;
+#   - coredns, kube-router (the NetworkPolicy enforcer, run with only its firewall controller)
+#     and local-path-provisioner (PersistentVolumes in node folders): `go install`, their go.mod
+#     files have no replace directives;
 #   - keda, keda-adapter and box-agent (the tests' workload, box-agent/main.go, which serves
 #     KEDA's external scaler protocol): one `go build` in a wrapper module carrying the replace
 #     directives of KEDA's go.mod, so the build resolves what KEDA's own build resolves; KEDA's
 #     config/ (CRDs, RBAC, Deployments, APIService) is copied beside them.
 #
 # Idempotent: with everything present it only prints the folder. `--print-dir` prints it without
-# building. Optional arguments (kubernetes, coredns, keda) build only those parts.
+# building. Optional arguments (kubernetes, coredns, keda, kube-router, local-path-provisioner)
+# build only those parts.
 set -euo pipefail
 
 here=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
@@ -26,7 +29,8 @@ source "$here/lib/kubernetes-module.sh"
 
 agent_hash=$(sha256sum "$here/box-agent/main.go" | cut -c1-12)
 cache_root=${NOCTAYA_CLUSTER_CACHE:-${XDG_CACHE_HOME:-$HOME/.cache}/noctaya/cluster}
-dest="$cache_root/kubernetes-$KUBERNETES_VERSION-coredns-$COREDNS_VERSION-keda-$KEDA_VERSION-agent-$agent_hash"
+dest="$cache_root/kubernetes-$KUBERNETES_VERSION-coredns-$COREDNS_VERSION-keda-$KEDA_VERSION"
+dest+="-kube-router-$KUBE_ROUTER_VERSION-local-path-$LOCAL_PATH_PROVISIONER_VERSION-agent-$agent_hash"
 kube_commands=(kube-controller-manager kube-scheduler kubelet kube-proxy kubectl)
 
 present() {
@@ -34,7 +38,8 @@ present() {
   for name in "$@"; do [[ -x "$dest/$name" ]] || return 1; done
 }
 all_present() {
-  present "${kube_commands[@]}" coredns keda keda-adapter box-agent && [[ -d "$dest/keda-config" ]]
+  present "${kube_commands[@]}" coredns keda keda-adapter box-agent kube-router \
+    local-path-provisioner && [[ -d "$dest/keda-config" ]]
 }
 
 if [[ "${1:-}" == "--print-dir" ]] || all_present; then
@@ -48,7 +53,7 @@ work=$(mktemp -d)
 trap 'rm -rf "$work"' EXIT
 export GOFLAGS=-mod=mod CGO_ENABLED=0
 parts=("$@")
-[[ ${#parts[@]} -gt 0 ]] || parts=(kubernetes coredns keda)
+[[ ${#parts[@]} -gt 0 ]] || parts=(kubernetes coredns keda kube-router local-path-provisioner)
 
 # build_into OUT_NAMES... -- PACKAGES...: one `go build` of PACKAGES, each binary (named by the
 # package's last path element) moved into $dest under the matching OUT_NAME.
@@ -110,8 +115,26 @@ for part in "${parts[@]}"; do
       chmod -R u+w "$dest/keda-config.partial"
       mv "$dest/keda-config.partial" "$dest/keda-config"
       ;;
+    kube-router)
+      present kube-router && continue
+      echo "build-cluster: kube-router $KUBE_ROUTER_VERSION" >&2
+      router=github.com/cloudnativelabs/kube-router/v2
+      GOBIN="$work/kube-router-bin" go install -trimpath \
+        -ldflags "-s -w -X $router/pkg/version.Version=$KUBE_ROUTER_VERSION" \
+        "$router/cmd/kube-router@$KUBE_ROUTER_VERSION"
+      mv "$work/kube-router-bin/kube-router" "$dest/kube-router"
+      ;;
+    local-path-provisioner)
+      present local-path-provisioner && continue
+      echo "build-cluster: local-path-provisioner $LOCAL_PATH_PROVISIONER_VERSION" >&2
+      GOBIN="$work/local-path-bin" go install -trimpath \
+        -ldflags "-s -w -X main.VERSION=$LOCAL_PATH_PROVISIONER_VERSION" \
+        "github.com/rancher/local-path-provisioner@$LOCAL_PATH_PROVISIONER_VERSION"
+      mv "$work/local-path-bin/local-path-provisioner" "$dest/local-path-provisioner"
+      ;;
     *)
-      echo "build-cluster: unknown part $part (kubernetes, coredns, keda)" >&2
+      echo "build-cluster: unknown part $part" \
+        "(kubernetes, coredns, keda, kube-router, local-path-provisioner)" >&2
       exit 2
       ;;
   esac

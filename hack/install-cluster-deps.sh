@@ -1,8 +1,8 @@
 #!/usr/bin/env bash
 # Installs the Debian packages the single-node test cluster runs on: containerd and runc (the
 # kubelet speaks CRI v1 to Debian 12's containerd 1.6), the CNI plugins, iproute2 (`ip netns`),
-# iptables (kube-proxy), util-linux (`nsenter`, `unshare`) and busybox-static (the test image's
-# userland).
+# iptables (kube-proxy, kube-router), ipset (kube-router's NetworkPolicy address sets),
+# util-linux (`nsenter`, `unshare`) and busybox-static (the test image's userland).
 set -euo pipefail
 exec bash "$(dirname "$0")/install-debian-packages.sh" install-cluster-deps \
   containerd=containerd \
@@ -11,5 +11,6 @@ exec bash "$(dirname "$0")/install-debian-packages.sh" install-cluster-deps \
   /usr/lib/cni/bridge=containernetworking-plugins \
   ip=iproute2 \
   iptables=iptables \
+  ipset=ipset \
   nsenter=util-linux \
   /bin/busybox=busybox-static
