@@ -29,7 +29,7 @@ llama-cpp: $(UV)
 test-packages:
 	bash hack/install-test-packages.sh
 
-# The single-node test cluster (tests/e2e): Debian packages (root), then the Go builds.
+# The three-node test cluster (tests/e2e): Debian packages (root), then the Go builds.
 cluster-deps:
 	bash hack/install-cluster-deps.sh
 
@@ -44,7 +44,7 @@ lint: sync
 	.venv/bin/ruff check .
 	.venv/bin/mypy packages/noctaya-core/src
 
-# The e2e tests (tests/e2e, in the single-node cluster) run after the rest of the suite, which
+# The e2e tests (tests/e2e, in the three-node test cluster) run after the rest of the suite, which
 # deselects them (pyproject.toml addopts). The main suite runs on the newest Kubernetes release
 # of the support matrix; the oldest runs its CRD and operator tests in between.
 test: sync control-plane helm test-packages cluster llama-cpp lint

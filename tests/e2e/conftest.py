@@ -1,4 +1,4 @@
-"""The single-node cluster, once per session: `cluster` brings it up, and down at the end.
+"""The box, a three-node cluster, once per session: `cluster` brings it up, and down at the end.
 
 Every test here carries `e2e` (added if forgotten). A box that cannot come up (not built, not
 root) skips locally and fails under CI=true; a failing test gets the component log tails. The box

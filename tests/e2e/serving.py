@@ -21,19 +21,16 @@ from kubernetes import client as k8s_client
 from kubernetes.stream import portforward
 from support.cluster import Cluster, layout
 from support.cluster.host import connect_in_box
-from support.cluster.images import import_archives
 from support.custom_resources import CustomResources
 from urllib3.exceptions import HTTPError
 
+from .pods import BACKEND_PODS, SERVICE_NAME, rolled_out
 from .workloads import wait_for
 
 REPO = Path(__file__).resolve().parents[2]
 EXAMPLE = REPO / "examples" / "box" / "engine-stub.yaml"
 OPERATOR = "noctaya-controller-manager"
-SERVICE_NAME = "demo"  # the example's LLMService
 GATEWAY_PORT = 8080
-BACKEND_PODS = f"app.kubernetes.io/name={SERVICE_NAME},serving.noctaya.io/runtime"
-"""The label selector of the example service's backend pods."""
 BOX_REGISTRY = f"{layout.NODE_IP}:5000"
 """Where the delivery tests serve an OCI registry: the node's address, which pods reach."""
 LEASE = "6d7012cb.noctaya.io"  # the operator's leader-election Lease, as the install guide names it
@@ -50,18 +47,12 @@ HELM_INSTALL = (
 def install(cluster: Cluster, archives: list[Path], helm: Helm, *settings: str) -> None:
     """Imports the images into the node's containerd and installs the chart as the install
     guide says (with `settings` as `--set`s), then waits for the operator."""
-    import_archives(cluster.folders.run / "containerd.sock", archives)
+    cluster.import_images(archives)
     args = [str(REPO / word) if word == "charts/noctaya" else word for word in HELM_INSTALL.split()]
     sets = [word for setting in settings for word in ("--set", setting)]
     done = helm.run(*args[1:], *sets, "--kubeconfig", str(cluster.kubeconfig))
     assert done.returncode == 0, f"helm install failed:\n{done.stderr}"
-    apps = k8s_client.AppsV1Api(cluster.api_client)
-
-    def available() -> int:
-        found = apps.read_namespaced_deployment(OPERATOR, DEFAULT_NAMESPACE)
-        return int(found.status.available_replicas or 0)
-
-    wait_for("the operator Available", lambda: available() >= 1, timeout=300)
+    wait_for("the operator rolled out", lambda: _operator_rolled_out(cluster.api_client), 300)
 
 
 BOX_SETTINGS = (f"fetch.plainHTTPRegistries={{{BOX_REGISTRY}}}",)
@@ -217,12 +208,14 @@ def start_chat(
     *,
     pod: str | None = None,
     stream: bool = True,
+    tokens: int | None = None,
 ) -> Exchange:
-    """Starts a chat completion (to the Service, or to one gateway `pod`) and reads its answer
-    in the background; `Exchange.over` is set once it has ended, however it ended."""
+    """Starts a chat completion (to the Service, or to one gateway `pod`; `tokens` asks the
+    engine stub for that many) and reads its answer in the background; `Exchange.over` is set
+    once it has ended, however it ended."""
 
     def send() -> _Answer:
-        response = chat(api_client, namespace, service, pod=pod, stream=stream)
+        response = chat(api_client, namespace, service, pod=pod, stream=stream, tokens=tokens)
         retry_after = response.headers.get("Retry-After", "")
         return response.status, retry_after, response_lines(response), response.release_conn
 
@@ -385,22 +378,18 @@ def upgrade(cluster: Cluster, helm: Helm, *settings: str, values: list[str] | No
         "--kubeconfig", str(cluster.kubeconfig),
     )  # fmt: skip
     assert done.returncode == 0, f"helm upgrade failed:\n{done.stderr}"
-    apps = k8s_client.AppsV1Api(cluster.api_client)
+    wait_for(
+        "the operator rolled out, its leader on the new pod template",
+        lambda: _operator_rolled_out(cluster.api_client),
+        300,
+    )
 
-    def rolled_out() -> bool:
-        found = apps.read_namespaced_deployment(OPERATOR, DEFAULT_NAMESPACE)
-        want = found.spec.replicas
-        state = found.status
-        if (state.observed_generation or 0) < found.metadata.generation:
-            return False
-        if (state.updated_replicas or 0) != want or (state.available_replicas or 0) != want:
-            return False
-        template = found.spec.template.spec.containers[0].args
-        pods = {pod.metadata.name: pod for pod in operator_pods(cluster.api_client)}
-        holder = pods.get(pod_of(leader(cluster.api_client)[0]))
-        return holder is not None and holder.spec.containers[0].args == template
 
-    wait_for("the operator rolled out, its leader on the new pod template", rolled_out, 300)
+def _operator_rolled_out(api_client: k8s_client.ApiClient) -> bool:
+    """The operator's Deployment rolled out and its leader one of the new pods: a pod of the
+    older template still leading acts on the older arguments."""
+    pods = rolled_out(api_client, DEFAULT_NAMESPACE, OPERATOR)
+    return pods is not None and pod_of(leader(api_client)[0]) in {p.metadata.name for p in pods}
 
 
 def status(api_client: k8s_client.ApiClient, namespace: str, name: str) -> dict[str, Any]:
@@ -499,19 +488,3 @@ def wait_idle(api_client: k8s_client.ApiClient, namespace: str) -> dict[str, Any
         return found if settled and condition(found, "Ready")[1] == "ScaledToZero" else None
 
     return wait_for("the service ScaledToZero with no backend pod", idle, timeout=300)
-
-
-def ready_gateways(api_client: k8s_client.ApiClient, namespace: str) -> list[k8s_client.V1Pod]:
-    """The service's gateway pods that are Ready and not being deleted, by name."""
-    pods = k8s_client.CoreV1Api(api_client).list_namespaced_pod(
-        namespace, label_selector=f"serving.noctaya.io/gateway={SERVICE_NAME}"
-    )
-    return sorted(
-        (
-            pod
-            for pod in pods.items
-            if not pod.metadata.deletion_timestamp
-            and any(c.type == "Ready" and c.status == "True" for c in pod.status.conditions or [])
-        ),
-        key=lambda pod: str(pod.metadata.name),
-    )

@@ -18,9 +18,16 @@ from support.cluster import Cluster
 from support.custom_resources import CustomResources
 
 from .conftest import GPUS
+from .pods import (
+    GATEWAY_PODS,
+    SERVICE_NAME,
+    live_pods,
+    ready_gateways,
+    routed,
+    settled_gateways,
+)
 from .serving import (
     OPERATOR,
-    SERVICE_NAME,
     Exchange,
     Reply,
     backend_replicas,
@@ -32,7 +39,6 @@ from .serving import (
     leader,
     operator_pods,
     pod_of,
-    ready_gateways,
     scaler_metric,
     start_chat,
     status,
@@ -61,9 +67,7 @@ def test_a_key_rotated_in_its_secret_takes_effect_without_restarting_the_gateway
         reference = {"secretRef": {"name": KEY_SECRET, "key": "token"}}
         _, service = example(endpoint={"authentication": reference})
         CustomResources(api_client).create(service, namespace)
-        (gateway,) = wait_for(
-            "a Ready gateway", lambda: ready_gateways(api_client, namespace) or None
-        )
+        (gateway,) = settled_gateways(api_client, namespace, 1)
         name = gateway.metadata.name
 
         def answer(key: str | None, whole: bool = False) -> Reply:
@@ -87,9 +91,10 @@ def test_a_key_rotated_in_its_secret_takes_effect_without_restarting_the_gateway
         assert refused.status == 401, refused
         assert refused.headers["www-authenticate"].lower().startswith("bearer"), refused
 
-        (after,) = ready_gateways(api_client, namespace)
-        assert after.metadata.uid == gateway.metadata.uid, "the gateway pod was replaced"
-        assert _restarts(after) == _restarts(gateway), "the gateway container restarted"
+        # Every gateway pod, Ready or not: a replacement still starting is one too.
+        after = live_pods(api_client, namespace, GATEWAY_PODS)
+        assert [pod.metadata.uid for pod in after] == [gateway.metadata.uid], "it was replaced"
+        assert _restarts(after[0]) == _restarts(gateway), "the gateway container restarted"
 
 
 def test_the_standby_takes_over_from_a_deleted_leader_and_reconciles_a_change_in_one_lease(
@@ -103,10 +108,11 @@ def test_the_standby_takes_over_from_a_deleted_leader_and_reconciles_a_change_in
         _, service = example()
         created = resources.create(service, namespace)
         wait_for("the service reconciled", lambda: _reconciled(api_client, namespace, created))
-        holder, lease_seconds = leader(api_client)
-        standby = _standby(api_client)
+        # The holder and its standby from one read of the Lease, so the standby is not the
+        # holder itself should the Lease have changed hands between two reads.
+        holder, standby = wait_for("a leader and a standby", lambda: _standby(api_client))
+        lease_seconds = leader(api_client)[1]
         assert lease_seconds > 0, (holder, lease_seconds)
-        assert standby, holder
 
         k8s_client.CoreV1Api(api_client).delete_namespaced_pod(pod_of(holder), DEFAULT_NAMESPACE)
         deleted = time.monotonic()
@@ -172,7 +178,7 @@ def test_cold_demand_on_either_gateway_wakes_the_backend(
 
 
 def test_killing_a_gateway_loses_no_admitted_request(
-    api_client: k8s_client.ApiClient, namespace: str, two_gateways: None
+    cluster: Cluster, api_client: k8s_client.ApiClient, namespace: str, two_gateways: None
 ) -> None:
     """Without GPUs the backend cannot start, so every request is held cold. The killed
     gateway drains: its held requests are answered "retry" (503 with Retry-After, or the error
@@ -180,7 +186,7 @@ def test_killing_a_gateway_loses_no_admitted_request(
     the requests held by the other gateway, are served once the backend can start. All of it
     within the service's 2 min activation timeout, which would answer the held requests too."""
     core = k8s_client.CoreV1Api(api_client)
-    advertise_gpus(core, None)
+    _no_gpus(core, cluster)
     try:
         with diagnosed(api_client, namespace):
             _, service = example()
@@ -215,6 +221,14 @@ def test_killing_a_gateway_loses_no_admitted_request(
             for exchange in held[killed]:
                 assert exchange.retryable, exchange.describe()
             assert not any(e.over.is_set() for e in held[survivor]), "the survivor let go"
+            # The drain answers as soon as the pod is told to go, which may be before the
+            # EndpointSlice controller has marked it not ready: a retry sent meanwhile would
+            # be proxied to the draining pod and answered "retry" again at once.
+            wait_for(
+                "the killed gateway out of the Service's ready endpoints",
+                lambda: killed not in routed(api_client, namespace, SERVICE),
+                timeout=DRAIN_SECONDS,
+            )
 
             retries = [
                 start_chat(api_client, namespace, SERVICE, stream=e.stream) for e in held[killed]
@@ -239,24 +253,25 @@ def test_killing_a_gateway_loses_no_admitted_request(
             for exchange in waiting:
                 assert exchange.completed, exchange.describe()
     finally:
-        advertise_gpus(core, None)
+        _no_gpus(core, cluster)
 
 
 def _restarts(pod: k8s_client.V1Pod) -> int:
     return sum(c.restart_count for c in pod.status.container_statuses or [])
 
 
-def _standby(api_client: k8s_client.ApiClient) -> str | None:
-    """The Ready operator pod that does not hold the Lease, when there is a holder and such a
-    standby; else None."""
-    holder = pod_of(leader(api_client)[0])
+def _standby(api_client: k8s_client.ApiClient) -> tuple[str, str] | None:
+    """(the Lease's holder identity, the Ready operator pod that does not hold it), when there
+    is a Ready holder and such a standby; else None."""
+    identity = leader(api_client)[0]
+    holder = pod_of(identity)
     ready = {
         pod.metadata.name
         for pod in operator_pods(api_client)
         if any(c.type == "Ready" and c.status == "True" for c in pod.status.conditions or [])
     }
     others = sorted(ready - {holder})
-    return others[0] if holder in ready and others else None
+    return (identity, others[0]) if holder in ready and others else None
 
 
 def _reconciled(api_client: k8s_client.ApiClient, namespace: str, written: dict[str, Any]) -> bool:
@@ -273,11 +288,7 @@ def _reconciled(api_client: k8s_client.ApiClient, namespace: str, written: dict[
 
 def _two_gateways_reporting(api_client: k8s_client.ApiClient, namespace: str) -> list[str]:
     """The names of the service's two Ready gateways, once the aggregator counts both."""
-    pods = wait_for(
-        "two Ready gateways",
-        lambda: len(found := ready_gateways(api_client, namespace)) == 2 and found,
-        timeout=180,
-    )
+    pods = settled_gateways(api_client, namespace, 2)
     wait_for(
         "the aggregator counting both gateways",
         lambda: scaler_metric(api_client, namespace, SERVICE, MEMBERS) == 2,
@@ -296,3 +307,11 @@ def _holding(
         return False
     pending = [gateway_metric(api_client, namespace, pod, PENDING) for pod in pods]
     return None not in pending and sum(p or 0 for p in pending) == len(exchanges)
+
+
+def _no_gpus(core: k8s_client.CoreV1Api, cluster: Cluster) -> None:
+    """No node advertises GPUs, so no backend can start wherever the scheduler would put it:
+    the other tests advertise them on one node only, but what one of them left on another
+    would start the backend there."""
+    for node in cluster.nodes:
+        advertise_gpus(core, None, node.name)

@@ -20,6 +20,7 @@ from kubernetes.client.exceptions import ApiException
 from support.cluster import Cluster
 from support.custom_resources import CustomResources
 
+from .pods import ready_gateways
 from .serving import OPERATOR, diagnosed, example, operator_pods, upgrade
 from .workloads import wait_for
 
@@ -74,20 +75,20 @@ VALUES: dict[str, Any] = {
 
 
 @pytest.fixture
-def prepared_node(api_client: k8s_client.ApiClient) -> Iterator[str]:
-    """The box's node labelled for the gateways, and the operators' PriorityClass; both gone
-    afterwards."""
+def prepared_node(cluster: Cluster, api_client: k8s_client.ApiClient) -> Iterator[str]:
+    """One of the box's workers labelled for the gateways, and the operators' PriorityClass;
+    both gone afterwards. A worker, and only one node: the operator and the gateways land there
+    because the values say so, not because the control plane's node is where pods go anyway."""
     core = k8s_client.CoreV1Api(api_client)
     scheduling = k8s_client.SchedulingV1Api(api_client)
-    (node,) = core.list_node().items
-    name = str(node.metadata.name)
+    name = next(node.name for node in cluster.nodes if not node.holds_control_plane)
     core.patch_node(name, {"metadata": {"labels": {GATEWAY_NODES: "true"}}})
-    scheduling.create_priority_class(
-        k8s_client.V1PriorityClass(
-            metadata=k8s_client.V1ObjectMeta(name=PRIORITY_CLASS), value=1000
+    try:  # the label is the node's, not the test's: it goes even if what follows fails
+        scheduling.create_priority_class(
+            k8s_client.V1PriorityClass(
+                metadata=k8s_client.V1ObjectMeta(name=PRIORITY_CLASS), value=1000
+            )
         )
-    )
-    try:
         yield name
     finally:
         core.patch_node(name, {"metadata": {"labels": {GATEWAY_NODES: None}}})
@@ -131,18 +132,29 @@ def test_the_chart_with_non_default_values_runs_an_operator_that_follows_them(
     assert container.args[-1] == "--max-concurrent-reconciles=3"
 
     core = k8s_client.CoreV1Api(api_client)
-    log = core.read_namespaced_pod_log(pod.metadata.name, DEFAULT_NAMESPACE)
-    lines = [line.split("\t") for line in log.splitlines() if line.count("\t") >= 3]
-    assert lines, log[-2000:]
-    assert {"DEBUG", "INFO"} <= {fields[1] for fields in lines}, log[-2000:]
-    assert not any(line.startswith("{") for line in log.splitlines())
+
+    def debug_and_info() -> str | None:
+        """The log once it holds a console line at each level: the pod has only just taken
+        the Lease, and what it logs at debug comes as it works."""
+        log = str(core.read_namespaced_pod_log(pod.metadata.name, DEFAULT_NAMESPACE))
+        lines = [line.split("\t") for line in log.splitlines() if line.count("\t") >= 3]
+        return log if {"DEBUG", "INFO"} <= {fields[1] for fields in lines} else None
+
+    log = wait_for("DEBUG and INFO console lines in the operator's log", debug_and_info, 60)
+    assert not any(line.startswith("{") for line in log.splitlines()), log[-2000:]
 
     _metrics_served_only_to_authorized_callers(api_client)
 
     with diagnosed(api_client, namespace):
         _, service = example(cache={"strategy": "None"})
         CustomResources(api_client).create(service, namespace)
-        gateway = _ready_gateway_pod(api_client, namespace)
+        # Not being deleted, and made by the upgraded operator: the namespace is newer.
+        gateway = wait_for(
+            "the gateway Ready with the operator's gateway defaults",
+            lambda: ready_gateways(api_client, namespace) or None,
+            timeout=300,
+        )[0]
+    assert gateway.spec.node_name == prepared_node
     env = {e.name: e.value for e in gateway.spec.containers[0].env}
     assert env["NOCTAYA_MAX_REQUEST_BODY"] == str(2 * 1024 * 1024)
     assert env["NOCTAYA_REQUEST_BODY_TIMEOUT"] == "45s"
@@ -173,19 +185,3 @@ def _metrics_served_only_to_authorized_callers(api_client: k8s_client.ApiClient)
         return None if response.status in (502, 503) else int(response.status)
 
     assert wait_for("the operator's metrics endpoint", answer, timeout=120) in (401, 403)
-
-
-def _ready_gateway_pod(api_client: k8s_client.ApiClient, namespace: str) -> Any:
-    core = k8s_client.CoreV1Api(api_client)
-
-    def ready() -> Any:
-        pods = core.list_namespaced_pod(
-            namespace, label_selector="serving.noctaya.io/gateway=demo"
-        ).items
-        for pod in pods:
-            conditions = pod.status.conditions or []
-            if any(c.type == "Ready" and c.status == "True" for c in conditions):
-                return pod
-        return None
-
-    return wait_for("the gateway Ready with the operator's gateway defaults", ready, 300)

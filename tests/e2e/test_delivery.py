@@ -1,7 +1,8 @@
-"""An OCI model delivered to pods on the box: a registry served inside the box's network
-namespace (plain HTTP, which the operator is told at install, as a cluster admin would), a Job
-that runs `noctaya-fetch` in the Noctaya image into a HostPath cache, and a backend that waits
-for the fetcher's marker and then sees every file. A hostile artifact fails the Job at once, the
+"""An OCI model delivered to pods on the box: a registry served inside the control plane node's
+network namespace (plain HTTP, which the operator is told at install, as a cluster admin would),
+a Job that runs `noctaya-fetch` in the Noctaya image into a HostPath cache, and a backend that
+sees every file once its own node's copy is verified, fetched by the backend's own `fetch-model`
+init container where the Job ran on another node. A hostile artifact fails the Job at once, the
 service names the refused entry, and deleting the Job tries again."""
 
 from __future__ import annotations
@@ -23,13 +24,16 @@ from support.cluster import Cluster, layout
 from support.custom_resources import CustomResources
 from support.manifests import merged
 
+from .conftest import GPUS
+from .pods import one_ready_backend
 from .serving import BOX_REGISTRY, condition, diagnosed, example, status, with_box_settings
-from .workloads import wait_for
+from .workloads import advertise_gpus, cordoned, wait_for
 
 pytestmark = [pytest.mark.e2e, pytest.mark.timeout(900)]
 
 REGISTRY = BOX_REGISTRY
 TITLE = "org.opencontainers.image.title"
+JOB_NAME_LABEL = "batch.kubernetes.io/job-name"
 
 
 @pytest.fixture(scope="module")
@@ -37,7 +41,7 @@ def registry(
     cluster: Cluster, tmp_path_factory: pytest.TempPathFactory
 ) -> Iterator[RunningRegistry]:
     """A registry the box's pods reach at the node's address (and the host over its link)."""
-    netns = ("ip", "netns", "exec", layout.NAME)
+    netns = ("ip", "netns", "exec", layout.CONTROL_PLANE.name)
     workdir = tmp_path_factory.mktemp("box-registry")
     with run_registry(workdir, listen=REGISTRY, launcher=netns) as running:
         yield running
@@ -51,16 +55,20 @@ def plain_http(cluster: Cluster, installed: None, helm: Helm) -> None:
 
 
 @pytest.fixture
-def host_cache(namespace: str) -> Iterator[Path]:
-    """The service's HostPath cache: on the node, which is this machine, so taken away after
-    the test with the folders above it that the kubelet made for it."""
-    cache = Path(HOST_PATH_ROOT, f"{namespace}-demo")
-    made = [path for path in (cache.parent.parent, cache.parent) if not path.exists()]
-    yield cache
-    shutil.rmtree(cache, ignore_errors=True)
-    for path in reversed(made):
-        with contextlib.suppress(OSError):
-            path.rmdir()
+def host_cache(cluster: Cluster, namespace: str) -> Iterator[dict[str, Path]]:
+    """The service's HostPath cache on each node, by node name, as the host finds it (each
+    node's own folder); taken away after the test."""
+    caches = {
+        node.name: cluster.folders.node(node).host_path(f"{HOST_PATH_ROOT}/{namespace}-demo")
+        for node in cluster.nodes
+    }
+    yield caches
+    for cache in caches.values():
+        shutil.rmtree(cache, ignore_errors=True)
+
+
+MODEL = ("config.json", "tokenizer", "model.safetensors")
+"""What `model_files` writes, as pushed: two files and a folder (a directory layer)."""
 
 
 def model_files(folder: Path) -> dict[str, bytes]:
@@ -108,16 +116,12 @@ def test_an_oci_model_is_staged_by_a_job_and_seen_whole_by_the_backend(
     registry: RunningRegistry,
     plain_http: None,
     listing_runtime: str,
-    host_cache: Path,
+    host_cache: dict[str, Path],
     gpus: None,
     tmp_path: Path,
 ) -> None:
-    core = k8s_client.CoreV1Api(api_client)
     files = model_files(tmp_path)
-    digest = push_files(
-        registry, "models/tiny", "v1", [tmp_path / "config.json", tmp_path / "tokenizer",
-                                         tmp_path / "model.safetensors"],
-    )  # fmt: skip
+    digest = push_files(registry, "models/tiny", "v1", [tmp_path / name for name in MODEL])
     uri = f"oci://{REGISTRY}/models/tiny@{digest}"
     with diagnosed(api_client, namespace):
         CustomResources(api_client).create(service_for(uri, listing_runtime), namespace)
@@ -131,27 +135,80 @@ def test_an_oci_model_is_staged_by_a_job_and_seen_whole_by_the_backend(
         assert container.command[1:] == [uri, "--cache", "/cache", "--plain-http"]
         assert container.image.startswith("ghcr.io/noctaya/noctaya:"), "the Noctaya image"
 
-        ready = wait_for(
-            "the service Ready",
-            lambda: (
-                (found := status(api_client, namespace, "demo")).get("phase") == "Ready" and found
-            ),
-            timeout=300,
-        )
-        assert condition(ready, "Degraded")[0] == "False", ready
-        backends = "app.kubernetes.io/name=demo,serving.noctaya.io/runtime"  # not the Job's pod
-        (pod,) = core.list_namespaced_pod(namespace, label_selector=backends).items
-        log = core.read_namespaced_pod_log(pod.metadata.name, namespace, container="serving")
-        listed = [
-            line.split("model file ", 1)[1] for line in log.splitlines() if "model file " in line
-        ]
-        seen = sorted(entry for entry in listed if not entry.startswith(".noctaya-ready "))
-        expected = sorted(
-            f"{name} {len(data)} sha256:{hashlib.sha256(data).hexdigest()}"
-            for name, data in files.items()
-        )
-        assert seen == expected, log
-        assert any(entry.startswith(".noctaya-ready ") for entry in listed), "after the marker"
+        _serves_every_file(api_client, namespace, files)
+
+
+def test_a_backend_on_a_node_the_job_did_not_run_on_fetches_the_model_onto_its_own_node(
+    cluster: Cluster,
+    api_client: k8s_client.ApiClient,
+    namespace: str,
+    registry: RunningRegistry,
+    plain_http: None,
+    listing_runtime: str,
+    host_cache: dict[str, Path],
+    tmp_path: Path,
+) -> None:
+    """Cache `HostPath`, three nodes: the Job runs while the backend's node is cordoned, so on
+    another node; the backend then serves from its own node's copy, fetched by its `fetch-model`
+    init container (a backend that waited for the Job's marker would wait forever)."""
+    core = k8s_client.CoreV1Api(api_client)
+    backend_node = cluster.nodes[1].name
+    files = model_files(tmp_path)
+    digest = push_files(registry, "models/elsewhere", "v1", [tmp_path / name for name in MODEL])
+    uri = f"oci://{REGISTRY}/models/elsewhere@{digest}"
+    advertise_gpus(core, GPUS, backend_node)
+    try:
+        with diagnosed(api_client, namespace):
+            with cordoned(core, backend_node):
+                CustomResources(api_client).create(service_for(uri, listing_runtime), namespace)
+                wait_for(
+                    "the staging Job to succeed",
+                    lambda: (found := _job(api_client, namespace)) and found.status.succeeded,
+                    timeout=300,
+                )
+            (job_pod,) = [  # the pod that succeeded, not one a retry left failed
+                pod
+                for pod in core.list_namespaced_pod(
+                    namespace, label_selector=f"{JOB_NAME_LABEL}=demo-prewarm"
+                ).items
+                if pod.status.phase == "Succeeded"
+            ]
+            job_node = job_pod.spec.node_name
+            assert job_node != backend_node
+
+            pod = _serves_every_file(api_client, namespace, files)
+            assert pod.spec.node_name == backend_node
+            assert [init.name for init in pod.spec.init_containers] == ["fetch-model"]
+            marker = Path("oci", f"sha256-{digest.removeprefix('sha256:')}", ".noctaya-ready")
+            filled = {node for node, cache in host_cache.items() if (cache / marker).is_file()}
+            assert filled == {job_node, backend_node}, "each node its own copy, the third none"
+    finally:
+        advertise_gpus(core, None, backend_node)
+
+
+def _serves_every_file(
+    api_client: k8s_client.ApiClient, namespace: str, files: dict[str, bytes]
+) -> k8s_client.V1Pod:
+    """Waits for the service Ready; its backend pod, whose engine listed every model file whole,
+    and the marker after them."""
+    core = k8s_client.CoreV1Api(api_client)
+    ready = wait_for(
+        "the service Ready",
+        lambda: (found := status(api_client, namespace, "demo")).get("phase") == "Ready" and found,
+        timeout=300,
+    )
+    assert condition(ready, "Degraded")[0] == "False", ready
+    pod = one_ready_backend(api_client, namespace)
+    log = core.read_namespaced_pod_log(pod.metadata.name, namespace, container="serving")
+    listed = [line.split("model file ", 1)[1] for line in log.splitlines() if "model file " in line]
+    seen = sorted(entry for entry in listed if not entry.startswith(".noctaya-ready "))
+    expected = sorted(
+        f"{name} {len(data)} sha256:{hashlib.sha256(data).hexdigest()}"
+        for name, data in files.items()
+    )
+    assert seen == expected, log
+    assert any(entry.startswith(".noctaya-ready ") for entry in listed), "after the marker"
+    return pod
 
 
 def test_a_hostile_artifact_fails_the_job_naming_the_entry_and_deleting_the_job_retries(
@@ -160,7 +217,7 @@ def test_a_hostile_artifact_fails_the_job_naming_the_entry_and_deleting_the_job_
     registry: RunningRegistry,
     plain_http: None,
     listing_runtime: str,
-    host_cache: Path,
+    host_cache: dict[str, Path],
     gpus: None,
     tmp_path: Path,
 ) -> None:
@@ -184,7 +241,8 @@ def test_a_hostile_artifact_fails_the_job_naming_the_entry_and_deleting_the_job_
         first = _job(api_client, namespace)
         assert first is not None
         assert (first.status.failed or 0) == 1, "failed at once, not after four retries"
-        assert not any(host_cache.rglob(".noctaya-ready")), "no marker on a refused artifact"
+        for cache in host_cache.values():
+            assert not any(cache.rglob(".noctaya-ready")), "no marker on a refused artifact"
 
         batch.delete_namespaced_job("demo-prewarm", namespace, propagation_policy="Background")
         again = wait_for(

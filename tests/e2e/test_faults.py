@@ -182,11 +182,13 @@ def box(
             faults.start(_BODIES)
             yield faults
         finally:
-            for runtime_name in created:
-                resources.delete("InferenceRuntime", runtime_name)
-            core.delete_namespace(namespace)
-            advertise_gpus(core, None)
-            advertise(core, ACCELERATOR, None)
+            try:
+                for runtime_name in created:
+                    resources.delete("InferenceRuntime", runtime_name)
+                core.delete_namespace(namespace)
+            finally:  # the node's status is the cluster's, seen by every later test
+                advertise_gpus(core, None)
+                advertise(core, ACCELERATOR, None)
 
 
 @concurrently

@@ -2,8 +2,8 @@
 
 The commands are read from docs/getting-started.md (its ```sh and ```python blocks after
 "## On a cluster", snippets included), not restated here, and run as a user types them, with
-the box's kubectl and the pinned helm first on PATH, KUBECONFIG on the box and `ctr` pointed at
-the node's containerd. `SUBSTITUTED` names the few commands the box does otherwise, and why; the
+the box's kubectl and the pinned helm first on PATH, KUBECONFIG on the box and `ctr` run on
+every node's containerd. `SUBSTITUTED` names the few commands the box does otherwise, and why; the
 two that never end (the watch and the port forward) run in the background, as in a second
 terminal, and the test waits for what the page tells the reader to wait for.
 """
@@ -13,6 +13,7 @@ from __future__ import annotations
 import json
 import os
 import re
+import shutil
 import signal
 import socket
 import subprocess
@@ -185,11 +186,11 @@ def terminal(
     helm = locate_helm()
     (bin_dir / "kubectl").symlink_to(locate_programs().path("kubectl"))
     (bin_dir / "helm").symlink_to(helm)
+    _ctr_on_every_node(bin_dir / "ctr", cluster)
     env = {
         **os.environ,
         "PATH": f"{bin_dir}{os.pathsep}{os.environ['PATH']}",
         "KUBECONFIG": str(cluster.kubeconfig),
-        "CONTAINERD_ADDRESS": str(cluster.folders.run / "containerd.sock"),
         **{f"HELM_{kind}_HOME": str(tmp_path / "helm" / kind.lower()) for kind in _HELM_HOMES},
     }
     shell = Terminal(env, tmp_path)
@@ -324,3 +325,17 @@ def _listening(address: tuple[str, int]) -> bool:
             return True
     except OSError:
         return False
+
+
+def _ctr_on_every_node(path: Path, cluster: Cluster) -> None:
+    """The guide's `ctr` command, run on every node of the box as an operator runs it on each
+    node of a cluster whose nodes pull from no registry."""
+    sockets = [cluster.folders.node(node).containerd_socket for node in cluster.nodes]
+    addresses = " ".join(str(socket) for socket in sockets)
+    path.write_text(
+        "#!/bin/sh\n"
+        f"for address in {addresses}; do\n"
+        f'  CONTAINERD_ADDRESS="$address" {shutil.which("ctr")} "$@" || exit\n'
+        "done\n"
+    )
+    path.chmod(0o755)

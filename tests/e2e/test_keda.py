@@ -9,6 +9,7 @@ from kubernetes import client as k8s_client
 from support.cluster import layout
 from support.custom_resources import CustomResources
 
+from .pods import routed
 from .workloads import GRPC_PORT, agent_deployment, agent_service, create, ready_replicas, wait_for
 
 pytestmark = [pytest.mark.e2e, pytest.mark.timeout(900)]
@@ -22,6 +23,12 @@ def test_external_push_scales_zero_to_one_to_n_to_zero(
     create(api_client, agent_service("scaler"), namespace)
     create(api_client, agent_deployment("worker", replicas=0), namespace)
     wait_for("the scaler pod Ready", lambda: ready_replicas(apps, namespace, "scaler") == 1)
+    # KEDA dials the Service, and `_set_metric` goes through the API server's proxy of it,
+    # which answers 503 until the EndpointSlice controller lists the Ready pod.
+    wait_for(
+        "the scaler Service routing to its pod",
+        lambda: routed(api_client, namespace, "scaler") or None,
+    )
     address = f"scaler.{namespace}.svc.{layout.CLUSTER_DOMAIN}:{GRPC_PORT}"
     CustomResources(api_client).create(_scaled_object("worker", address), namespace)
     wait_for("the ScaledObject Ready", lambda: _scaled_object_ready(api_client, namespace))

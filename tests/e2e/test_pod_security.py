@@ -32,13 +32,12 @@ from kubernetes.client.exceptions import ApiException
 from kubernetes.stream import stream
 from noctaya.core.plan.pod_security import ENFORCE_LABEL
 from support.cluster import Cluster, layout
-from support.cluster.images import import_archives
 from support.custom_resources import CustomResources
 from support.envtest.pki import write_pki
 
 from .derived_images import derive
+from .pods import one_ready_backend
 from .serving import (
-    BACKEND_PODS,
     REPO,
     SERVICE_NAME,
     diagnosed,
@@ -94,7 +93,7 @@ def staged_model(
         digest = push_files(pushing, "models/stub", "v1", [weights])
     pki = write_pki(folder / "pki", serving_ips=[layout.NODE_IP], serving_names=[])
     tls = RegistryTLS(pki.serving_cert, pki.serving_key, pki.ca_cert)
-    netns = ("ip", "netns", "exec", layout.NAME)
+    netns = ("ip", "netns", "exec", layout.CONTROL_PLANE.name)
     with run_registry(folder, listen=REGISTRY, tls=tls, launcher=netns):
         yield StagedModel(f"oci://{REGISTRY}/models/stub@{digest}", pki.ca_cert.read_bytes())
 
@@ -117,7 +116,7 @@ def fetching_from_the_registry(
         files={CA_BUNDLE: staged_model.ca},
         env={"REQUESTS_CA_BUNDLE": CA_BUNDLE},
     )
-    import_archives(cluster.folders.run / "containerd.sock", [archive])
+    cluster.import_images([archive])
     upgrade(cluster, helm, f"image.fetch={FETCH_REPOSITORY}")
     yield
     upgrade(cluster, helm, "image.fetch=")
@@ -131,7 +130,7 @@ def root_engine_stub(
     name = f"ghcr.io/noctaya/noctaya-engine-stub-root:{release()}"
     folder = tmp_path_factory.mktemp("root-image")
     archive = derive(built_images["noctaya-engine-stub"], folder, name, user="0:0")
-    import_archives(cluster.folders.run / "containerd.sock", [archive])
+    cluster.import_images([archive])
     return name
 
 
@@ -165,15 +164,6 @@ def cache_volume(api_client: k8s_client.ApiClient, namespace: str, folder: Path)
     return name
 
 
-def backend_pod(api_client: k8s_client.ApiClient, namespace: str) -> k8s_client.V1Pod:
-    pods = k8s_client.CoreV1Api(api_client).list_namespaced_pod(
-        namespace, label_selector=BACKEND_PODS
-    )
-    running = [pod for pod in pods.items if pod.status.phase == "Running"]
-    assert len(running) == 1, [pod.metadata.name for pod in pods.items]
-    return running[0]
-
-
 def test_a_restricted_namespace_serves_a_runtime_that_opts_in_with_a_model_staged_by_the_job(
     api_client: k8s_client.ApiClient,
     enforcing: dict[str, str],
@@ -205,7 +195,7 @@ def test_a_restricted_namespace_serves_a_runtime_that_opts_in_with_a_model_stage
             lines = [chunk.line for chunk in stream_chat(api_client, namespace, SERVICE_NAME)]
 
             assert b"data: [DONE]" in lines, lines
-            pod = backend_pod(api_client, namespace)
+            pod = one_ready_backend(api_client, namespace)
             log = k8s_client.CoreV1Api(api_client).read_namespaced_pod_log(
                 pod.metadata.name, namespace, container="serving"
             )
@@ -234,7 +224,7 @@ def test_a_baseline_namespace_serves_a_root_image(
             lines = [chunk.line for chunk in stream_chat(api_client, namespace, SERVICE_NAME)]
 
             assert b"data: [DONE]" in lines, lines
-            pod = backend_pod(api_client, namespace)
+            pod = one_ready_backend(api_client, namespace)
             assert _user_of_pid_1(api_client, namespace, pod.metadata.name) == "0"
     finally:
         resources.delete("InferenceRuntime", "engine-stub-root")

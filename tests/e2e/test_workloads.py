@@ -32,12 +32,14 @@ def test_deployment_is_ready_and_its_service_answers_by_name_from_another_pod(
     create(api_client, agent_service("web"), namespace)
     wait_for("Deployment web Ready", lambda: ready_replicas(apps, namespace, "web") == 1)
     (pod,) = core.list_namespaced_pod(namespace, label_selector="app=web").items
-    assert pod.spec.node_name == layout.NAME
+    nodes = [node.name for node in layout.default_nodes()]
+    assert pod.spec.node_name in nodes
     cluster_ip = core.read_namespaced_service("web", namespace).spec.cluster_ip
 
     name = f"web.{namespace}.svc.{layout.CLUSTER_DOMAIN}"
     script = f"nslookup -type=A {name} && wget -q -O - http://web/"
-    create(api_client, shell_pod("client", script), namespace)
+    elsewhere = next(node for node in nodes if node != pod.spec.node_name)
+    create(api_client, shell_pod("client", script, nodeName=elsewhere), namespace)
     phase = wait_for(
         "the client pod to finish",
         lambda: (p := pod_phase(core, namespace, "client")) in {"Succeeded", "Failed"} and p,
@@ -115,4 +117,4 @@ def test_gpu_pod_waits_for_the_node_to_advertise_gpus(
 
     advertise_gpus(core, "2")
     wait_for("the GPU pod to run", lambda: pod_phase(core, namespace, "gpu") == "Running")
-    assert core.read_namespaced_pod("gpu", namespace).spec.node_name == layout.NAME
+    assert core.read_namespaced_pod("gpu", namespace).spec.node_name == layout.CONTROL_PLANE.name

@@ -126,7 +126,11 @@ class Timeline:
             raise
 
     def _follow(self, kind: str) -> None:
-        """List, then watch from the list's version; after an error, again from a new list."""
+        """List, then watch from the list's version, and when a watch's window ends, on from
+        the last version it saw (bookmarks keep that recent in a quiet namespace); after an
+        error, again from a new list. A new list at each window's end would only show the
+        latest state of what changed in between: a pod's `ErrImagePull` already turned
+        `ImagePullBackOff` would never be seen."""
         list_objects = self._sources[kind]
         last: dict[str, str] = {}
         while not self._stopping.is_set():
@@ -136,13 +140,18 @@ class Timeline:
                 for item in page.get("items") or []:
                     self._record(kind, item, last)
                 version = page["metadata"]["resourceVersion"]
-                for event in _RawWatch().stream(
-                    list_objects, resource_version=version, timeout_seconds=_WATCH_SECONDS
-                ):
-                    if self._stopping.is_set():
-                        return
-                    if event["type"] in ("ADDED", "MODIFIED"):
-                        self._record(kind, event["object"], last)
+                while not self._stopping.is_set():
+                    for event in _RawWatch().stream(
+                        list_objects,
+                        resource_version=version,
+                        allow_watch_bookmarks=True,
+                        timeout_seconds=_WATCH_SECONDS,
+                    ):
+                        if self._stopping.is_set():
+                            return
+                        version = event["object"]["metadata"]["resourceVersion"]
+                        if event["type"] in ("ADDED", "MODIFIED"):
+                            self._record(kind, event["object"], last)
             except (k8s_client.ApiException, HTTPError, OSError, ValueError, KeyError):
                 self._stopping.wait(_RETRY_SECONDS)
 

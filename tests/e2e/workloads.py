@@ -2,8 +2,9 @@
 
 from __future__ import annotations
 
+import contextlib
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from typing import Any, TypeVar
 
 from kubernetes import client as k8s_client
@@ -106,16 +107,35 @@ def pod_phase(core: k8s_client.CoreV1Api, namespace: str, name: str) -> str:
     return str(core.read_namespaced_pod(name, namespace).status.phase)
 
 
-def advertise_gpus(core: k8s_client.CoreV1Api, count: str | None) -> None:
-    """Advertises `count` GPUs in the node status, as a device plugin would (None: none)."""
-    advertise(core, GPU, count)
+def advertise_gpus(
+    core: k8s_client.CoreV1Api, count: str | None, node: str = layout.CONTROL_PLANE.name
+) -> None:
+    """Advertises `count` GPUs in a node's status, as a device plugin would (None: none); on
+    the control plane's node unless told otherwise, so backends land where the tests that stop
+    that node's components expect them."""
+    advertise(core, GPU, count, node)
 
 
-def advertise(core: k8s_client.CoreV1Api, resource: str, count: str | None) -> None:
-    """Advertises `count` of an extended resource in the node status (None: none)."""
+def advertise(
+    core: k8s_client.CoreV1Api,
+    resource: str,
+    count: str | None,
+    node: str = layout.CONTROL_PLANE.name,
+) -> None:
+    """Advertises `count` of an extended resource in a node's status (None: none)."""
     core.patch_node_status(
-        layout.NAME, {"status": {"capacity": {resource: count}, "allocatable": {resource: count}}}
+        node, {"status": {"capacity": {resource: count}, "allocatable": {resource: count}}}
     )
+
+
+@contextlib.contextmanager
+def cordoned(core: k8s_client.CoreV1Api, node: str) -> Iterator[None]:
+    """No new pod lands on `node` while the block runs, as `kubectl cordon` does."""
+    core.patch_node(node, {"spec": {"unschedulable": True}})
+    try:
+        yield
+    finally:
+        core.patch_node(node, {"spec": {"unschedulable": None}})
 
 
 def ready_replicas(apps: k8s_client.AppsV1Api, namespace: str, name: str) -> int:

@@ -1,7 +1,8 @@
-"""A real single-node Kubernetes cluster in a box of namespaces, without Docker or image pulls.
+"""A real three-node Kubernetes cluster in a box of namespaces, without Docker or image pulls.
 
-kubelet, containerd, runc, CNI, kube-proxy, CoreDNS and KEDA beside the control plane, all in a
-network namespace of their own (see box.py); `python -m support.cluster up|down` from tests/.
+Each node has its kubelet, containerd, runc, CNI and kube-proxy in network, PID and mount
+namespaces of its own; node 0 also runs the control plane; CoreDNS and KEDA run as pods (see
+layout.py and box.py); `python -m support.cluster up|down` from tests/.
 """
 
 from .box import Cluster, ClusterError

@@ -104,11 +104,26 @@ def coredns_manifests() -> list[dict[str, Any]]:
             "kind": "Deployment",
             "metadata": {**meta, "labels": labels},
             "spec": {
-                "replicas": 1,
+                # Two on two nodes, as a kubeadm cluster runs it: a drained or lost node
+                # leaves the cluster's names answered.
+                "replicas": 2,
                 "selector": {"matchLabels": labels},
                 "template": {
                     "metadata": {"labels": labels},
                     "spec": {
+                        "affinity": {
+                            "podAntiAffinity": {
+                                "preferredDuringSchedulingIgnoredDuringExecution": [
+                                    {
+                                        "weight": 100,
+                                        "podAffinityTerm": {
+                                            "labelSelector": {"matchLabels": labels},
+                                            "topologyKey": "kubernetes.io/hostname",
+                                        },
+                                    }
+                                ]
+                            }
+                        },
                         "serviceAccountName": "coredns",
                         "dnsPolicy": "Default",
                         "containers": [

@@ -1,4 +1,4 @@
-"""The single-node cluster's life: `up` builds the box, `down` takes every trace of it away.
+"""The cluster's life: `up` builds the box and its nodes, `down` takes every trace of it away.
 
 `up` starts with a `down`, so whatever a killed run left (a namespace, cgroups, changed kernel
 settings, state files) is gone before anything new is made.
@@ -13,6 +13,7 @@ import os
 import shutil
 import signal
 import subprocess
+import threading
 import time
 from collections import deque
 from collections.abc import Callable
@@ -21,12 +22,11 @@ from pathlib import Path
 from kubernetes import client as k8s_client
 from kubernetes import config as k8s_config
 
-from . import components, host, layout
+from . import components, host, images, layout
 from .addons import AddonError, install_addons
 
 _PR_SET_PDEATHSIG = 1
 _POLL_SECONDS = 0.2
-_SUPERVISOR_PID = "supervisor.pid"
 
 
 class ClusterError(Exception):
@@ -37,10 +37,18 @@ class Cluster:
     """One box. `attached`: its processes die with this Python process (the pytest fixture);
     detached, they outlive it (`hack/cluster-up`) until `down`."""
 
-    def __init__(self, folders: layout.Folders | None = None, *, attached: bool = True) -> None:
+    def __init__(
+        self,
+        folders: layout.Folders | None = None,
+        *,
+        attached: bool = True,
+        nodes: tuple[layout.Node, ...] | None = None,
+    ) -> None:
         self.folders = folders or layout.Folders.default()
+        self.nodes = nodes or layout.default_nodes()
         self._attached = attached
-        self._supervisor: subprocess.Popen[bytes] | None = None
+        self._supervisors: dict[str, subprocess.Popen[bytes]] = {}
+        self._plans: dict[str, Path] = {}
         self._api_client: k8s_client.ApiClient | None = None
         self.timings: dict[str, float] = {}
 
@@ -67,16 +75,23 @@ class Cluster:
         for folder in (self.folders.logs, self.folders.run):
             folder.mkdir(parents=True)
         host.save_host_state(self.folders.host_state)
-        host.create_network()
-        host.create_cgroup_root()
+        host.create_private_mount_points()
+        host.create_network(self.nodes)
+        host.create_cgroup_root(self.nodes)
         archives = self._image_archives(programs)
         self.timings["images written"] = time.monotonic() - started
-        plan = components.write_plan(self.folders, programs, archives)
-        self._start_supervisor(plan)
-        self._wait_supervisor(deadline)
+        self._plans = components.write_plans(self.folders, programs, archives, self.nodes)
+        for node in self.nodes:
+            self._start_supervisor(node)
+        for node in self.nodes:
+            self._wait_supervisor(node, deadline)
         self.timings["components started"] = time.monotonic() - started
-        self._wait(deadline, "the node to be Ready", self._node_ready)
-        self.timings["node Ready"] = time.monotonic() - started
+        self._wait(deadline, "every node to be Ready", self._nodes_ready)
+        self.timings["nodes Ready"] = time.monotonic() - started
+        core = k8s_client.CoreV1Api(self.api_client)
+        for node in self.nodes:
+            if node.labels:
+                core.patch_node(node.name, {"metadata": {"labels": dict(node.labels)}})
         try:
             install_addons(self.api_client, programs, deadline)
         except AddonError as error:
@@ -88,7 +103,7 @@ class Cluster:
         if self._api_client is not None:
             self._api_client.close()  # type: ignore[no-untyped-call]
             self._api_client = None
-        self._stop_supervisor()
+        self._stop_supervisors()
         deadline = time.monotonic() + 30
         while pids := host.box_pids():
             if time.monotonic() > deadline:
@@ -102,20 +117,72 @@ class Cluster:
         shutil.rmtree(self.folders.run, ignore_errors=True)
         self.kubeconfig.unlink(missing_ok=True)
 
-    def stop_component(self, name: str, timeout: float = 60.0) -> None:
-        """Stops a component of the box (`kube-apiserver`, `containerd`, ...): SIGTERM, SIGKILL
+    def node(self, name: str) -> layout.Node:
+        (node,) = (node for node in self.nodes if node.name == name)
+        return node
+
+    def stop_component(
+        self, name: str, timeout: float = 60.0, node: layout.Node = layout.CONTROL_PLANE
+    ) -> None:
+        """Stops a component of a node (`kube-apiserver`, `containerd`, ...): SIGTERM, SIGKILL
         after a grace; what runs in containers is left alone."""
-        self._ask("stop", name, timeout)
+        self._ask(node, "stop", name, timeout)
 
-    def start_component(self, name: str, timeout: float = 120.0) -> None:
+    def start_component(
+        self, name: str, timeout: float = 120.0, node: layout.Node = layout.CONTROL_PLANE
+    ) -> None:
         """Starts a stopped component again with its arguments and waits for its readiness."""
-        self._ask("start", name, timeout)
+        self._ask(node, "start", name, timeout)
 
-    def restart_component(self, name: str, timeout: float = 120.0) -> None:
-        self._ask("restart", name, timeout)
+    def restart_component(
+        self, name: str, timeout: float = 120.0, node: layout.Node = layout.CONTROL_PLANE
+    ) -> None:
+        self._ask(node, "restart", name, timeout)
 
-    def _ask(self, action: str, name: str, timeout: float) -> None:
-        control = self.folders.control
+    def power_off(self, node: layout.Node) -> None:
+        """The node loses power: its init is killed and with it every process on the node,
+        containers included. Its disk (containerd's images, the kubelet's folder, its private
+        folders) stays for `power_on`."""
+        if node.holds_control_plane:
+            raise ValueError("the control plane's node stays on: the box would have no API")
+        self._kill_supervisor(node)
+
+    def power_on(self, node: layout.Node, timeout: float = 120.0) -> None:
+        """Boots a node that lost power: its components start again, its pods come back as the
+        kubelet restarts them."""
+        self._start_supervisor(node)
+        self._wait_supervisor(node, time.monotonic() + timeout)
+
+    def cut_off(self, node: layout.Node) -> None:
+        """The node's network is cut: it reaches neither the other nodes nor the API server, and
+        nothing reaches it; what runs on it goes on running."""
+        if node.holds_control_plane:
+            raise ValueError("the control plane's node stays connected: the box would have no API")
+        host.set_node_link(node, up=False)
+
+    def reconnect(self, node: layout.Node) -> None:
+        host.set_node_link(node, up=True)
+
+    def import_images(self, archives: list[Path]) -> None:
+        """Imports OCI archives into every node's containerd, one thread per node."""
+        failures: list[BaseException] = []
+
+        def into(node: layout.Node) -> None:
+            try:
+                images.import_archives(self.folders.node(node).containerd_socket, archives)
+            except BaseException as error:
+                failures.append(error)
+
+        threads = [threading.Thread(target=into, args=(node,)) for node in self.nodes]
+        for thread in threads:
+            thread.start()
+        for thread in threads:
+            thread.join()
+        if failures:
+            raise failures[0]
+
+    def _ask(self, node: layout.Node, action: str, name: str, timeout: float) -> None:
+        control = self.folders.node(node).control
         request = control / f"{time.time_ns()}-{action}-{name}"
         partial = request.with_suffix(".partial")
         partial.write_text(json.dumps({"action": action, "component": name}))
@@ -132,10 +199,12 @@ class Cluster:
             raise ClusterError(self.describe_failure(f"{action} {name}: {done['error']}"))
 
     def log_tails(self, lines: int = 30) -> dict[str, str]:
+        """The last lines of each component's log, by `node/component`."""
         tails = {}
-        for log in sorted(self.folders.logs.glob("*.log")):
+        for log in sorted(self.folders.logs.glob("**/*.log")):
             with log.open("rb") as file:
-                tails[log.stem] = b"".join(deque(file, maxlen=lines)).decode(errors="replace")
+                name = str(log.relative_to(self.folders.logs).with_suffix(""))
+                tails[name] = b"".join(deque(file, maxlen=lines)).decode(errors="replace")
         return tails
 
     def describe_failure(self, what: str) -> str:
@@ -150,30 +219,36 @@ class Cluster:
         folder.mkdir(exist_ok=True)
         return [image.write_archive(folder) for image in components.box_images(programs)]
 
-    def _start_supervisor(self, plan: Path) -> None:
-        log = (self.folders.logs / "supervisor.log").open("ab")
+    def _start_supervisor(self, node: layout.Node) -> None:
+        mine = self.folders.node(node)
+        log = (mine.logs / "supervisor.log").open("ab")
         with log:
-            self._supervisor = subprocess.Popen(
-                components.supervisor_argv(plan),
+            supervisor = subprocess.Popen(
+                components.supervisor_argv(node, self._plans[node.name]),
                 stdin=subprocess.DEVNULL,
                 stdout=log,
                 stderr=subprocess.STDOUT,
                 start_new_session=True,
                 preexec_fn=_die_with_parent if self._attached else None,
             )
-        (self.folders.run / _SUPERVISOR_PID).write_text(str(self._supervisor.pid))
+        self._supervisors[node.name] = supervisor
+        mine.state_file.unlink(missing_ok=True)
+        mine.supervisor_pid.write_text(str(supervisor.pid))
 
-    def _wait_supervisor(self, deadline: float) -> None:
-        state_file = self.folders.run / "supervisor.json"
+    def _wait_supervisor(self, node: layout.Node, deadline: float) -> None:
+        state_file = self.folders.node(node).state_file
+        supervisor = self._supervisors.get(node.name)
         while not state_file.exists():
-            if self._supervisor is not None and self._supervisor.poll() is not None:
-                raise ClusterError(self.describe_failure("the box's supervisor exited"))
+            if supervisor is not None and supervisor.poll() is not None:
+                raise ClusterError(self.describe_failure(f"{node.name}'s supervisor exited"))
             if time.monotonic() > deadline:
-                raise ClusterError(self.describe_failure("the box's components did not start"))
+                raise ClusterError(self.describe_failure(f"{node.name}'s components did not start"))
             time.sleep(_POLL_SECONDS)
         state = json.loads(state_file.read_text())
         if "error" in state:
-            raise ClusterError(self.describe_failure(f"the box did not start: {state['error']}"))
+            raise ClusterError(
+                self.describe_failure(f"{node.name} did not start: {state['error']}")
+            )
 
     def _wait(self, deadline: float, what: str, done: Callable[[], bool]) -> None:
         while not done():
@@ -181,25 +256,40 @@ class Cluster:
                 raise ClusterError(self.describe_failure(f"timed out waiting for {what}"))
             time.sleep(_POLL_SECONDS)
 
-    def _node_ready(self) -> bool:
+    def _nodes_ready(self) -> bool:
         try:
-            node = k8s_client.CoreV1Api(self.api_client).read_node(layout.NAME, _request_timeout=5)
+            found = k8s_client.CoreV1Api(self.api_client).list_node(_request_timeout=5).items
         except Exception:
             return False
-        conditions = (node.status and node.status.conditions) or []
-        return any(c.type == "Ready" and c.status == "True" for c in conditions)
+        ready = {
+            node.metadata.name
+            for node in found
+            if node.metadata
+            if any(
+                c.type == "Ready" and c.status == "True"
+                for c in (node.status and node.status.conditions) or []
+            )
+        }
+        return ready >= {node.name for node in self.nodes}
 
-    def _stop_supervisor(self) -> None:
-        """SIGKILL to `unshare` kills the box's init (--kill-child), and with it the box."""
-        pid_file = self.folders.run / _SUPERVISOR_PID
-        if self._supervisor is not None:
-            _kill(self._supervisor.pid)
-            self._supervisor.wait(timeout=30)
-            self._supervisor = None
+    def _kill_supervisor(self, node: layout.Node) -> None:
+        """SIGKILL to `unshare` kills the node's init (--kill-child), and with it the node."""
+        supervisor = self._supervisors.pop(node.name, None)
+        pid_file = self.folders.node(node).supervisor_pid
+        if supervisor is not None:
+            _kill(supervisor.pid)
+            supervisor.wait(timeout=30)
         elif pid_file.exists():
             pid = int(pid_file.read_text())
             if _is_supervisor(pid):  # not a stranger that got the number after a reboot
                 _kill(pid)
+
+    def _stop_supervisors(self) -> None:
+        """Every node's, those a killed run left with another node count included."""
+        nodes = self.folders.run / "nodes"
+        names = {path.name for path in nodes.iterdir()} if nodes.exists() else set()
+        for name in sorted(names | set(self._supervisors)):
+            self._kill_supervisor(layout.Node(int(name.rpartition("-")[2])))
 
 
 def _is_supervisor(pid: int) -> bool:

@@ -1,8 +1,10 @@
-"""The box's components: their configuration files and the order the supervisor starts them.
+"""The box's components: their configuration files and the order each node's supervisor starts
+them.
 
-All of them run inside the box's namespaces; the API server listens on the node address, which
-the host reaches over the veth pair. Every component authenticates with the one admin
-certificate: the box tests the cluster's behaviour, not its authorization set-up.
+Each node's components run inside that node's namespaces; the API server listens on node 0's
+address, which the other nodes and the host reach over the host bridge. Every component
+authenticates with the one admin certificate: the box tests the cluster's behaviour, not its
+authorization set-up.
 """
 
 from __future__ import annotations
@@ -25,6 +27,10 @@ BOX_IMAGE = "noctaya.local/box:latest"
 COREDNS_IMAGE = "noctaya.local/coredns:latest"
 KEDA_IMAGE = "noctaya.local/keda:latest"
 _NONROOT = "1000:1000"
+NODE_MONITOR_GRACE = 20
+"""Seconds without a kubelet's lease renewal (every 10 s) before its node is marked unreachable."""
+UNREACHABLE_TOLERATION = 30
+"""Seconds a pod stays bound to an unreachable or not ready node before it is evicted."""
 
 
 def box_images(programs: layout.Programs) -> list[Image]:
@@ -52,11 +58,16 @@ def box_images(programs: layout.Programs) -> list[Image]:
     ]
 
 
-def write_plan(folders: layout.Folders, programs: layout.Programs, archives: list[Path]) -> Path:
-    """Writes PKI, kubeconfig and configuration files; returns the supervisor's plan."""
-    run = folders.run
+def write_plans(
+    folders: layout.Folders,
+    programs: layout.Programs,
+    archives: list[Path],
+    nodes: tuple[layout.Node, ...],
+) -> dict[str, Path]:
+    """Writes PKI, kubeconfig and each node's configuration files; returns each node's plan,
+    by node name, for its supervisor."""
     pki = write_pki(
-        run / "pki",
+        folders.run / "pki",
         serving_ips=("127.0.0.1", layout.NODE_IP, layout.KUBERNETES_SERVICE_IP),
         serving_names=(
             "localhost",
@@ -67,80 +78,106 @@ def write_plan(folders: layout.Folders, programs: layout.Programs, archives: lis
         ),
     )
     _write_kubeconfig(folders.kubeconfig, pki)
-    kubeconfig = str(folders.kubeconfig)
-    socket = run / "containerd.sock"
-    _write(run / "containerd.toml", _containerd_config(run, socket))
-    _write(run / "cni" / "10-box.conflist", json.dumps(_cni_config(run), indent=2))
-    _write(run / "resolv.conf", "")
-    _write(run / "kubelet.yaml", yaml.safe_dump(_kubelet_config(run, socket, pki)))
-    _write(run / "kube-proxy.yaml", yaml.safe_dump(_proxy_config(kubeconfig)))
+    return {node.name: _write_node_plan(folders, programs, archives, pki, node) for node in nodes}
+
+
+def _write_node_plan(
+    folders: layout.Folders,
+    programs: layout.Programs,
+    archives: list[Path],
+    pki: Pki,
+    node: layout.Node,
+) -> Path:
+    mine = folders.node(node)
+    root, socket, kubeconfig = mine.root, mine.containerd_socket, str(folders.kubeconfig)
+    _write(root / "containerd.toml", _containerd_config(root, socket))
+    _write(root / "cni" / "10-box.conflist", json.dumps(_cni_config(root, node), indent=2))
+    _write(root / "resolv.conf", "")
+    _write(root / "kubelet.yaml", yaml.safe_dump(_kubelet_config(root, socket, pki, node)))
+    _write(root / "kube-proxy.yaml", yaml.safe_dump(_proxy_config(kubeconfig, node)))
+    for folder in layout.NODE_PRIVATE_FOLDERS:
+        mine.private(folder).mkdir(parents=True, exist_ok=True)
+    mine.logs.mkdir(parents=True, exist_ok=True)
     ctr = ["ctr", f"--address={socket}", "--namespace=k8s.io"]
+    containerd = {
+        "name": "containerd",
+        "argv": ["containerd", f"--config={root / 'containerd.toml'}"],
+        "ready": f"unix:{socket}",
+        "then": [[*ctr, "images", "import", str(archive)] for archive in archives],
+    }
+    control_plane = _control_plane(folders, programs, pki) if node.holds_control_plane else []
+    kubelet = [
+        str(programs.path("kubelet")),
+        f"--config={root / 'kubelet.yaml'}",
+        f"--kubeconfig={kubeconfig}",
+        f"--root-dir={root / 'kubelet'}",
+        f"--hostname-override={node.name}",
+        f"--node-ip={node.ip}",
+    ]
+    if node.taints:
+        kubelet.append("--register-with-taints=" + ",".join(node.taints))
     plan = {
-        "state_file": str(run / "supervisor.json"),
-        "log_dir": str(folders.logs),
-        "control_dir": str(folders.control),
-        # Private to the box's mount namespace: what the kubelet and containerd write there
-        # without asking (log links, shim sockets and fifos) never reaches the host.
+        "state_file": str(mine.state_file),
+        "log_dir": str(mine.logs),
+        "control_dir": str(mine.control),
+        # Private to the node's mount namespace: what the kubelet and containerd write there
+        # without asking (log links, shim sockets and fifos) never reaches the host or another
+        # node.
         "tmpfs": ["/run", "/var/log"],
+        "binds": [[str(mine.private(folder)), folder] for folder in layout.NODE_PRIVATE_FOLDERS],
         "components": [
-            {
-                "name": "containerd",
-                "argv": ["containerd", f"--config={run / 'containerd.toml'}"],
-                "ready": f"unix:{socket}",
-                "then": [[*ctr, "images", "import", str(archive)] for archive in archives],
-            },
-            {
-                "name": "etcd",
-                "argv": _etcd_argv(programs, run),
-                "ready": "tcp:127.0.0.1:2379",
-            },
-            {
-                "name": "kube-apiserver",
-                "argv": _apiserver_argv(programs, pki),
-                "ready": f"tcp:127.0.0.1:{layout.APISERVER_PORT}",
-            },
-            {
-                "name": "kube-controller-manager",
-                "argv": _controller_manager_argv(programs, kubeconfig, pki),
-            },
-            {
-                "name": "kube-scheduler",
-                "argv": [
-                    str(programs.path("kube-scheduler")),
-                    f"--kubeconfig={kubeconfig}",
-                    f"--authentication-kubeconfig={kubeconfig}",
-                    f"--authorization-kubeconfig={kubeconfig}",
-                    "--leader-elect=false",
-                    "--bind-address=127.0.0.1",
-                ],
-            },
-            {
-                "name": "kubelet",
-                "argv": [
-                    str(programs.path("kubelet")),
-                    f"--config={run / 'kubelet.yaml'}",
-                    f"--kubeconfig={kubeconfig}",
-                    f"--root-dir={run / 'kubelet'}",
-                    f"--hostname-override={layout.NAME}",
-                    f"--node-ip={layout.NODE_IP}",
-                ],
-            },
+            containerd,
+            *control_plane,
+            {"name": "kubelet", "argv": kubelet},
             {
                 "name": "kube-proxy",
-                "argv": [str(programs.path("kube-proxy")), f"--config={run / 'kube-proxy.yaml'}"],
+                "argv": [str(programs.path("kube-proxy")), f"--config={root / 'kube-proxy.yaml'}"],
             },
         ],
     }
-    path = run / "plan.json"
+    path = root / "plan.json"
     _write(path, json.dumps(plan, indent=2))
     return path
 
 
-def supervisor_argv(plan: Path) -> list[str]:
-    """The box's init, started in the box's network namespace and new PID and mount ones."""
+def _control_plane(
+    folders: layout.Folders, programs: layout.Programs, pki: Pki
+) -> list[dict[str, Any]]:
+    kubeconfig = str(folders.kubeconfig)
+    return [
+        {
+            "name": "etcd",
+            "argv": _etcd_argv(programs, folders.run),
+            "ready": "tcp:127.0.0.1:2379",
+        },
+        {
+            "name": "kube-apiserver",
+            "argv": _apiserver_argv(programs, pki),
+            "ready": f"tcp:127.0.0.1:{layout.APISERVER_PORT}",
+        },
+        {
+            "name": "kube-controller-manager",
+            "argv": _controller_manager_argv(programs, kubeconfig, pki),
+        },
+        {
+            "name": "kube-scheduler",
+            "argv": [
+                str(programs.path("kube-scheduler")),
+                f"--kubeconfig={kubeconfig}",
+                f"--authentication-kubeconfig={kubeconfig}",
+                f"--authorization-kubeconfig={kubeconfig}",
+                "--leader-elect=false",
+                "--bind-address=127.0.0.1",
+            ],
+        },
+    ]
+
+
+def supervisor_argv(node: layout.Node, plan: Path) -> list[str]:
+    """A node's init, started in the node's network namespace and new PID and mount ones."""
     return [
         "nsenter",
-        f"--net=/run/netns/{layout.NAME}",
+        f"--net=/run/netns/{node.name}",
         "unshare",
         "--pid",
         "--fork",
@@ -199,6 +236,10 @@ def _apiserver_argv(programs: layout.Programs, pki: Pki) -> list[str]:
         "--requestheader-group-headers=X-Remote-Group",
         "--requestheader-extra-headers-prefix=X-Remote-Extra-",
         "--enable-aggregator-routing=true",
+        # How long a pod stays on a node marked unreachable or not ready (default 300 s):
+        # what a cluster admin shortens where failover matters more than riding out a blip.
+        f"--default-not-ready-toleration-seconds={UNREACHABLE_TOLERATION}",
+        f"--default-unreachable-toleration-seconds={UNREACHABLE_TOLERATION}",
     ]
 
 
@@ -215,6 +256,9 @@ def _controller_manager_argv(programs: layout.Programs, kubeconfig: str, pki: Pk
         f"--service-cluster-ip-range={layout.SERVICE_CIDR}",
         # KEDA's HPA acts within seconds instead of the default 15 s.
         "--horizontal-pod-autoscaler-sync-period=2s",
+        # A node silent for NODE_MONITOR_GRACE is marked unreachable (default 40 s): the
+        # node-loss tests wait for that, then for the pods' toleration of it.
+        f"--node-monitor-grace-period={NODE_MONITOR_GRACE}s",
     ]
 
 
@@ -252,8 +296,8 @@ def _containerd_config(run: Path, socket: Path) -> str:
     )
 
 
-def _cni_config(run: Path) -> dict[str, Any]:
-    """Pod addresses are recorded under the run folder, which `down` removes: host-local's
+def _cni_config(run: Path, node: layout.Node) -> dict[str, Any]:
+    """Pod addresses are recorded under the node's folder, which `down` removes: host-local's
     default, a folder under /var/lib, outlived every box, and the addresses of pods a box took
     down with it were never given back (after a few runs: no IP addresses available)."""
     return {
@@ -269,7 +313,7 @@ def _cni_config(run: Path) -> dict[str, Any]:
                 "ipam": {
                     "type": "host-local",
                     "dataDir": str(run / "cni-ipam"),
-                    "ranges": [[{"subnet": layout.POD_CIDR}]],
+                    "ranges": [[{"subnet": node.pod_cidr}]],
                     "routes": [{"dst": "0.0.0.0/0"}],
                 },
             },
@@ -278,14 +322,14 @@ def _cni_config(run: Path) -> dict[str, Any]:
     }
 
 
-def _kubelet_config(run: Path, socket: Path, pki: Pki) -> dict[str, Any]:
+def _kubelet_config(run: Path, socket: Path, pki: Pki, node: layout.Node) -> dict[str, Any]:
     return {
         "apiVersion": "kubelet.config.k8s.io/v1beta1",
         "kind": "KubeletConfiguration",
         # This machine has cgroup v1; the kubelet refuses it unless told otherwise.
         "failCgroupV1": False,
         "cgroupDriver": "cgroupfs",
-        "cgroupRoot": f"/{layout.NAME}",
+        "cgroupRoot": f"/{layout.NAME}/{node.name}",
         "containerRuntimeEndpoint": f"unix://{socket}",
         "authentication": {
             "anonymous": {"enabled": False},
@@ -313,14 +357,14 @@ def _kubelet_config(run: Path, socket: Path, pki: Pki) -> dict[str, Any]:
     }
 
 
-def _proxy_config(kubeconfig: str) -> dict[str, Any]:
+def _proxy_config(kubeconfig: str, node: layout.Node) -> dict[str, Any]:
     return {
         "apiVersion": "kubeproxy.config.k8s.io/v1alpha1",
         "kind": "KubeProxyConfiguration",
         "clientConnection": {"kubeconfig": kubeconfig},
         "mode": "iptables",
-        "clusterCIDR": layout.POD_CIDR,
-        "hostnameOverride": layout.NAME,
+        "clusterCIDR": layout.CLUSTER_POD_CIDR,
+        "hostnameOverride": node.name,
         # The conntrack table size is machine-wide: leave it as it is.
         "conntrack": {"maxPerCore": 0, "min": 0},
         "metricsBindAddress": "127.0.0.1:10249",

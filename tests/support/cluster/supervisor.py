@@ -1,9 +1,11 @@
-"""The box's init: PID 1 of the cluster's own PID and mount namespaces, inside its network one.
+"""A node's init: PID 1 of the node's own PID and mount namespaces, inside its network one.
 
 Started by `unshare --pid --fork --kill-child --mount --mount-proc`: when this process dies, for
-whatever reason, the kernel kills every process of the box and drops every mount it made, so
-no kubelet, shim or container can outlive it. It mounts private tmpfs over the folders the
-kubelet and containerd write to without asking (/run, /var/log), then starts the components
+whatever reason, the kernel kills every process of the node and drops every mount it made, so
+no kubelet, shim or container can outlive it; killing it is how a node loses power. It mounts
+private tmpfs over the folders the kubelet and containerd write to without asking (/run,
+/var/log) and binds the node's own folders over the host folders `hostPath` volumes use, so
+each node has its own; then it starts the components
 in order, each once the previous one is ready (one-shot commands after some), and reaps every
 orphan. Progress goes to the state file; the harness on the host side reads it.
 
@@ -31,6 +33,7 @@ from typing import Any
 
 _POLL_SECONDS = 0.1
 _STOP_GRACE_SECONDS = 5.0
+_MS_BIND = 4096
 
 
 def main(plan_path: str) -> int:
@@ -51,6 +54,8 @@ def main(plan_path: str) -> int:
     try:
         for target in plan["tmpfs"]:
             _mount_tmpfs(target)
+        for source, target in plan["binds"]:
+            _bind(source, target)
         for component in plan["components"]:
             _start(component, children, logs, lambda: stopping)
             for argv in component.get("then", []):
@@ -134,6 +139,13 @@ def _mount_tmpfs(target: str) -> None:
     libc = ctypes.CDLL(None, use_errno=True)
     if libc.mount(b"box", target.encode(), b"tmpfs", 0, None) != 0:
         raise OSError(ctypes.get_errno(), f"mounting tmpfs on {target}")
+
+
+def _bind(source: str, target: str) -> None:
+    if ctypes.CDLL(None, use_errno=True).mount(
+        source.encode(), target.encode(), None, _MS_BIND, None
+    ):
+        raise OSError(ctypes.get_errno(), f"binding {source} on {target}")
 
 
 def _wait_ready(component: dict[str, Any], process: subprocess.Popen[bytes], stopping: Any) -> None:

@@ -10,8 +10,8 @@ from pathlib import Path
 
 from . import host, layout
 
-# Host links the box makes or could leak: its veth end, and what lives inside it.
-_BOX_LINKS = frozenset({layout.HOST_LINK, "cni0", "services"})
+# Links that live inside the nodes, which the host must never see.
+_NODE_LINKS = frozenset({"cni0", "services"})
 
 
 @dataclass(frozen=True)
@@ -38,12 +38,13 @@ def host_traces(folders: layout.Folders) -> HostTraces:
             for line in Path("/proc/self/mountinfo").read_text().splitlines()
             if any(marker in line for marker in markers)
         ),
-        network_namespaces=frozenset(
-            name
+        network_namespaces=frozenset(host.box_namespaces())
+        | frozenset(
+            name  # containerd's default names
             for name in (os.listdir(host.NETNS_DIR) if host.NETNS_DIR.exists() else ())
-            if name == layout.NAME or name.startswith("cni-")  # containerd's default names
+            if name.startswith("cni-")
         ),
-        links=_BOX_LINKS & frozenset(os.listdir("/sys/class/net")),
+        links=frozenset(host.box_links()) | (_NODE_LINKS & frozenset(os.listdir("/sys/class/net"))),
         iptables_rules=tuple(
             line
             for line in _output("iptables-save").splitlines()
