@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Builds the single-node test cluster's programs from their Go modules into a cache folder
+# Builds the three-node test cluster's programs from their Go modules into a cache folder
 # outside the work tree (the control plane's etcd and kube-apiserver come from
 # build-control-plane.sh; containerd, runc and the CNI plugins are Debian's, installed by
 # install-cluster-deps.sh):

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Installs the Debian packages the single-node test cluster runs on: containerd and runc (the
+# Installs the Debian packages the three-node test cluster runs on: containerd and runc (the
 # kubelet speaks CRI v1 to Debian 12's containerd 1.6), the CNI plugins, iproute2 (`ip netns`),
 # iptables (kube-proxy, kube-router), ipset (kube-router's NetworkPolicy address sets),
 # util-linux (`nsenter`, `unshare`) and busybox-static (the test image's userland).
