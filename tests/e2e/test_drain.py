@@ -77,20 +77,19 @@ def test_a_drained_node_loses_no_admitted_request_and_its_backend_serves_elsewhe
         assert drained in {gateway.spec.node_name for gateway in gateways}
         assert len({gateway.spec.node_name for gateway in gateways}) == 2, "spread on two nodes"
 
-        streams = [
-            start_chat(api_client, namespace, SERVICE_NAME, pod=str(g.metadata.name), tokens=n)
+        streams = [  # two through each gateway
+            start_chat(
+                api_client, namespace, SERVICE_NAME, pod=str(g.metadata.name), tokens=STREAM_TOKENS
+            )
             for g in gateways
-            for n in (STREAM_TOKENS, STREAM_TOKENS)
+            for _ in range(2)
         ]
         wait_for("every stream under way", lambda: all(len(e.lines) > 2 for e in streams))
         fewest_gateways = _watch_ready_gateways(api_client, namespace)
+        kubectl = [str(locate_programs().path("kubectl")), "--kubeconfig", str(cluster.kubeconfig)]
         drain = subprocess.Popen(
-            [
-                str(locate_programs().path("kubectl")),
-                "--kubeconfig", str(cluster.kubeconfig),
-                "drain", drained, "--ignore-daemonsets", "--delete-emptydir-data",
-                "--timeout=240s",
-            ],
+            [*kubectl, "drain", drained, "--ignore-daemonsets", "--delete-emptydir-data",
+             "--timeout=240s"],
             stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
         )  # fmt: skip
         during = [start_chat(api_client, namespace, SERVICE_NAME) for _ in range(4)]
@@ -108,10 +107,8 @@ def test_a_drained_node_loses_no_admitted_request_and_its_backend_serves_elsewhe
         finally:
             fewest_gateways.stop.set()
             subprocess.run(
-                [str(locate_programs().path("kubectl")), "--kubeconfig", str(cluster.kubeconfig),
-                 "uncordon", drained],
-                check=True, capture_output=True, timeout=60,
-            )  # fmt: skip
+                [*kubectl, "uncordon", drained], check=True, capture_output=True, timeout=60
+            )
         for exchange in exchanges:
             assert exchange.completed or exchange.retryable, exchange.describe()
         assert after.completed, after.describe()
