@@ -164,6 +164,7 @@ class Exchange:
     retry_after: str = ""
     lines: list[bytes] = field(default_factory=list)
     broken: str = ""  # why the answer ended before its end (a cut connection, a timeout)
+    ended: float = 0.0  # time.monotonic() when the answer ended, however it ended; 0 until then
     over: threading.Event = field(default_factory=threading.Event)
 
     @property
@@ -172,10 +173,14 @@ class Exchange:
         if self.broken or self.status != 200:
             return False
         if self.stream:
-            return b"data: [DONE]" in self.lines and any(
-                line.startswith(b"data: {") and b'"choices"' in line for line in self.lines
-            )
+            return b"data: [DONE]" in self.lines and self.tokens > 0
         return b'"choices"' in b"".join(self.lines)
+
+    @property
+    def tokens(self) -> int:
+        """The completion chunks a stream has carried so far (the engine stub sends one a
+        token), so a test can tell a whole stream from one cut short."""
+        return sum(1 for line in self.lines if line.startswith(b"data: {") and b'"choices"' in line)
 
     @property
     def retryable(self) -> bool:
@@ -259,6 +264,7 @@ def _exchange(stream: bool, send: Callable[[], _Answer]) -> Exchange:
         except (HTTPError, OSError, http.client.HTTPException) as error:
             exchange.broken = f"{type(error).__name__}: {error}"
         finally:
+            exchange.ended = time.monotonic()
             exchange.over.set()
 
     threading.Thread(target=read, daemon=True).start()
@@ -266,8 +272,9 @@ def _exchange(stream: bool, send: Callable[[], _Answer]) -> Exchange:
 
 
 def proxy_metric(api_client: k8s_client.ApiClient, path: str, name: str) -> float | None:
-    """The value of the unlabelled series `name` on the metrics page at `path` (a pod or service
-    proxy path of the API server); None while the page cannot be read (a pod still starting)."""
+    """The value of the series `name` on the metrics page at `path` (a pod or service proxy path
+    of the API server); None while the page cannot be read (a pod still starting). A labelled
+    series is named as the page writes it, e.g. `noctaya_gateway_rejections_total{reason="x"}`."""
     config = api_client.configuration
     response = api_client.rest_client.pool_manager.request(
         "GET", f"{config.host}{path}", timeout=30
