@@ -30,6 +30,9 @@ RESOURCES = {
     "TriggerAuthentication": Resource(
         "keda.sh", "v1alpha1", "triggerauthentications", namespaced=True
     ),
+    "ClusterTriggerAuthentication": Resource(
+        "keda.sh", "v1alpha1", "clustertriggerauthentications", namespaced=False
+    ),
     "CustomResourceDefinition": Resource(
         "apiextensions.k8s.io", "v1", "customresourcedefinitions", namespaced=False
     ),
