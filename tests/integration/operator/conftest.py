@@ -9,17 +9,21 @@ import logging
 import threading
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
+from pathlib import Path
 
 import pytest
 from kubernetes import client as k8s_client
+from kubernetes import config as k8s_config
 from kubernetes.client.exceptions import ApiException
 from noctaya.core.plugins import VendorRegistry
 from noctaya.k8s.controller import build_controller, cluster_reconciler
+from noctaya.k8s.lost_cache import LookAgain, looked_at_by_caller
 from noctaya.k8s.reader import ApiReader
 from noctaya.k8s.reconciler import LLMServiceReconciler, OperatorSettings
 from noctaya.k8s.runtime import InformerTiming, LeaderElectionConfig, Manager, ManagerOptions
 from noctaya.k8s.runtime.resources import ResourceResolver
 from support.custom_resources import CustomResources, Manifest
+from support.operator_process import operator_account_kubeconfig
 
 from .cluster import WAIT, eventually
 
@@ -37,16 +41,19 @@ def make_reconciler(
     api_client: k8s_client.ApiClient, vendors: VendorRegistry
 ) -> Callable[..., LLMServiceReconciler]:
     def make(
-        gateway_replicas: int = 1, client: k8s_client.ApiClient | None = None
+        gateway_replicas: int = 1,
+        client: k8s_client.ApiClient | None = None,
+        look_again: LookAgain = looked_at_by_caller,
     ) -> LLMServiceReconciler:
         """A reconciler with the admin's credentials, or with `client`'s, reading the API
-        server itself."""
+        server itself; `look_again` hears when it asks to be run again later."""
         resolver = ResourceResolver(client or api_client)
         return cluster_reconciler(
             resolver,
             ApiReader(resolver),
             vendors,
             OperatorSettings(gateway_image=GATEWAY_IMAGE, gateway_replicas=gateway_replicas),
+            look_again=look_again,
         )
 
     return make
@@ -55,6 +62,24 @@ def make_reconciler(
 @pytest.fixture
 def reconciler(make_reconciler: Callable[..., LLMServiceReconciler]) -> LLMServiceReconciler:
     return make_reconciler()
+
+
+@pytest.fixture
+def operator_reconciler(
+    api_client: k8s_client.ApiClient,
+    kubeconfig: Path,
+    namespace: str,
+    tmp_path: Path,
+    make_reconciler: Callable[..., LLMServiceReconciler],
+) -> Iterator[LLMServiceReconciler]:
+    """A reconciler holding only the operator's generated RBAC."""
+    path, cleanup = operator_account_kubeconfig(
+        api_client, kubeconfig, namespace, tmp_path / "operator.kubeconfig"
+    )
+    client = k8s_config.new_client_from_config(config_file=str(path))  # type: ignore[no-untyped-call]
+    yield make_reconciler(client=client)
+    client.close()
+    cleanup()
 
 
 @pytest.fixture

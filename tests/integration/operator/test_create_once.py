@@ -5,17 +5,14 @@ one hashed by another implementation is adopted, and a failed prewarm Job stops 
 from __future__ import annotations
 
 from collections.abc import Callable, Iterator
-from pathlib import Path
 
 import pytest
 from kubernetes import client as k8s_client
-from kubernetes import config as k8s_config
 from noctaya.k8s.apply import DEFAULT_CLASS_ANNOTATIONS
 from noctaya.k8s.create_once import CREATE_ONCE_HASH_ANNOTATION, create_once_hash
 from noctaya.k8s.reconciler import LLMServiceReconciler
 from support.custom_resources import CustomResources, Manifest
 from support.manifests import inference_runtime, llmservice
-from support.operator_process import operator_account_kubeconfig
 
 from .cluster import condition_values, create, events, patch, read, replace_status
 from .failures import after_autoscaling, fail_prewarm_job, reconcile_failure
@@ -67,24 +64,6 @@ def default_storage_class(api_client: k8s_client.ApiClient, namespace: str) -> I
     create(api_client, None, storage_class)
     yield name
     k8s_client.StorageV1Api(api_client).delete_storage_class(name)
-
-
-@pytest.fixture
-def operator_reconciler(
-    api_client: k8s_client.ApiClient,
-    kubeconfig: Path,
-    namespace: str,
-    tmp_path: Path,
-    make_reconciler: Callable[..., LLMServiceReconciler],
-) -> Iterator[LLMServiceReconciler]:
-    """A reconciler holding only the operator's generated RBAC."""
-    path, cleanup = operator_account_kubeconfig(
-        api_client, kubeconfig, namespace, tmp_path / "operator.kubeconfig"
-    )
-    client = k8s_config.new_client_from_config(config_file=str(path))  # type: ignore[no-untyped-call]
-    yield make_reconciler(client=client)
-    client.close()
-    cleanup()
 
 
 OCI_SOURCE = {

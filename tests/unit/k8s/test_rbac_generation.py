@@ -32,6 +32,10 @@ MANAGER_GRANTS = {
     # Beyond the reference's rules: a cache claim adopted from another operator needs the
     # cluster's default StorageClass to tell a server-filled class from a dropped one.
     ("storage.k8s.io", "storageclasses"): {"list"},
+    # Beyond the reference's rules: a NodeLocalPVC claim pinned to a Node that no longer exists
+    # is given up, which needs its volume's node affinity and the Nodes of that hostname.
+    ("", "persistentvolumes"): {"get"},
+    ("", "nodes"): {"list"},
 }
 
 

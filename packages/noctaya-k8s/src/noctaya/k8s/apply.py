@@ -227,7 +227,12 @@ class Applier:
     def delete_if_controlled(
         self, kind: ResourceKind, namespace: str, name: str, owner_uid: str
     ) -> bool:
-        """Delete an object this service controls; leave anybody else's alone, silently."""
+        """Delete an object this service controls; leave anybody else's alone, silently.
+
+        Its dependents go in the background: a Job's pods, which the API server would otherwise
+        orphan (batch/v1 keeps the old default). Only the object read is deleted, never one
+        created since under the same name.
+        """
         live = self._reader.get(kind, namespace, name)
         if live is None or not controlled_by(live, owner_uid):
             return False
@@ -237,7 +242,10 @@ class Applier:
                 resource,
                 name=name,
                 namespace=namespace,
-                body={"preconditions": {"uid": live["metadata"]["uid"]}},
+                body={
+                    "preconditions": {"uid": live["metadata"]["uid"]},
+                    "propagationPolicy": "Background",
+                },
             )
         except NotFoundError:
             return False

@@ -5,7 +5,9 @@ selects changes, when an object it controls changes (the ScaledObject only on sp
 when KEDA's `Ready` verdict changes, so the rest of KEDA's status churn costs nothing), when
 one of its backend, gateway or prewarm Pods changes, when the kubelet reports a volume it
 cannot mount for one of its gateway Pods, and when the Job controller cannot create a pod of its
-prewarm Job (Pod Security admission refused it, for one).
+prewarm Job (Pod Security admission refused it, for one). Nodes are not watched: a service whose
+backend waits for the node of its `NodeLocalPVC` cache asks to be reconciled again in a while
+(`noctaya.k8s.lost_cache`).
 
 `build_controller` is where the operator is wired: the one place that picks the cluster's
 adapters (its runtimes, its workloads) for the reconciler, which sees them only through the
@@ -20,9 +22,11 @@ from noctaya.core.plugins import VendorRegistry
 from noctaya.core.runtime_selection import may_choose
 from noctaya.k8s import kinds
 from noctaya.k8s.apply import Applier
+from noctaya.k8s.events import EventRecorder
+from noctaya.k8s.lost_cache import LookAgain, LostCacheNodes, looked_at_by_caller
 from noctaya.k8s.observe import JOB_CREATE_EVENTS, MOUNT_EVENTS
 from noctaya.k8s.planning import ServicePlanner
-from noctaya.k8s.reader import CachedReader, Reader
+from noctaya.k8s.reader import ApiReader, CachedReader, Reader
 from noctaya.k8s.reconciler import LLMServiceReconciler, OperatorSettings
 from noctaya.k8s.render.labels import GATEWAY, LLMSERVICE, MANAGED_BY, MANAGER
 from noctaya.k8s.runtime.handlers import Mapper, controller_owner, generation_changed
@@ -112,16 +116,29 @@ def build_controller(
     manager = Manager(api_client, options)
     reader = _watch(manager)
     return manager, cluster_reconciler(
-        manager.resolver, reader, vendors or VendorRegistry.discover(), settings
+        manager.resolver,
+        reader,
+        vendors or VendorRegistry.discover(),
+        settings,
+        look_again=manager.queue.add_after,
     )
 
 
 def cluster_reconciler(
-    resolver: ResourceResolver, reader: Reader, vendors: VendorRegistry, settings: OperatorSettings
+    resolver: ResourceResolver,
+    reader: Reader,
+    vendors: VendorRegistry,
+    settings: OperatorSettings,
+    *,
+    look_again: LookAgain = looked_at_by_caller,
 ) -> LLMServiceReconciler:
     """A reconciler over the cluster's adapters, each reading through `reader` (the watch
     caches in the operator, the API server itself in tests that drive it key by key)."""
-    workloads = ClusterWorkloads(Applier(resolver, reader), reader)
+    applier = Applier(resolver, reader)
+    lost_cache_nodes = LostCacheNodes(
+        applier, reader, ApiReader(resolver), EventRecorder(resolver), look_again
+    )
+    workloads = ClusterWorkloads(applier, reader, lost_cache_nodes)
     planner = ServicePlanner(reader, vendors, settings)
     return LLMServiceReconciler(resolver, reader, planner, workloads)
 

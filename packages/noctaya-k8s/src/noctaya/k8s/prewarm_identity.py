@@ -6,6 +6,11 @@ scheduling are not: an implementation a cluster switches from (or an older Nocta
 different program to the same end. Two forms are read: `noctaya-fetch <uri> ...`, and the
 `python3 -c` hub download (`snapshot_download("<path>")`) or the `pull-oci-model` init
 container of the reference implementation.
+
+A Job also filled one claim, not just one claim name: a claim deleted and created again under
+the same name is empty, and the Job that filled the old one is stale. The claim's UID is
+recorded on the Job when it is created (`FILLED_CLAIM_ANNOTATION`); a Job created before that
+record existed, or by another implementation, carries none and is kept as it is.
 """
 
 from __future__ import annotations
@@ -20,6 +25,7 @@ from noctaya.core.cache_planning import CACHE_VOLUME_NAME, FETCH_COMMAND, SHARED
 from noctaya.core.model_source import SourceKind
 from noctaya.core.values.go_text import go_quote
 
+FILLED_CLAIM_ANNOTATION = "serving.noctaya.io/cache-claim-uid"
 OCI_PULL_CONTAINER = "pull-oci-model"
 _READY_MARKER_FLAG = "--ready-marker"
 _SNAPSHOT_DOWNLOAD = re.compile(r'snapshot_download\(("(?:[^"\\]|\\.)*")\)')
@@ -60,6 +66,25 @@ def same_prewarm(live_spec: Mapping[str, Any], requested_spec: Mapping[str, Any]
     """
     live = prewarm_identity(live_spec)
     return live is not None and live == prewarm_identity(requested_spec)
+
+
+def filling(job: Mapping[str, Any], claim: Mapping[str, Any] | None) -> dict[str, Any]:
+    """The rendered Job, recording the UID of the cache claim it is created to fill."""
+    if claim is None:
+        return dict(job)
+    metadata = dict(job["metadata"])
+    annotations = {**(metadata.get("annotations") or {}), FILLED_CLAIM_ANNOTATION: _uid(claim)}
+    return {**job, "metadata": {**metadata, "annotations": annotations}}
+
+
+def filled_another_claim(job: Mapping[str, Any], claim: Mapping[str, Any] | None) -> bool:
+    """Whether a live Job records a claim other than `claim`, the one its cache now is."""
+    recorded = ((job.get("metadata") or {}).get("annotations") or {}).get(FILLED_CLAIM_ANNOTATION)
+    return claim is not None and recorded is not None and recorded != _uid(claim)
+
+
+def _uid(obj: Mapping[str, Any]) -> str:
+    return str((obj.get("metadata") or {}).get("uid") or "")
 
 
 def _cache_volume(volumes: Iterable[Any]) -> tuple[str, str] | None:

@@ -3,7 +3,9 @@
 Four roles, each for one reason to talk to the API server:
 - the manager ClusterRole: exactly the verbs the reconciler and its watches use, nothing more
   (secrets have no update/patch: create-once never rewrites a Secret; StorageClasses are only
-  listed, to tell the cluster's default class from one a cache claim named);
+  listed, to tell the cluster's default class from one a cache claim named; a cache claim's
+  PersistentVolume is read and Nodes are listed by hostname, to tell a lost node from one
+  that is merely unreachable);
 - the leader-election Role, namespaced to the manager's namespace: the Lease it campaigns for,
   and core Events because the elected leader records a `LeaderElection` event on that Lease
   (it lets `kubectl describe lease` show who took over when);
@@ -61,6 +63,8 @@ MANAGER_RULES = (
     Rule("", ("secrets",), ("create", "delete", "get", "list", "watch")),
     Rule("events.k8s.io", ("events",), ("create", "list", "patch", "watch")),
     Rule("storage.k8s.io", ("storageclasses",), ("list",)),
+    Rule("", ("persistentvolumes",), ("get",)),
+    Rule("", ("nodes",), ("list",)),
 )
 LEADER_ELECTION_RULES = (
     Rule("coordination.k8s.io", ("leases",), CRUD),

@@ -4,7 +4,10 @@ and the serving path observed.
 Every object is rendered before the first write, so a plan that cannot be rendered changes
 nothing. The ScaledObject is written first: without it KEDA would never scale the backend up,
 so a service whose ScaledObject cannot be applied gets no other object. Create-once objects
-(demand Secret, cache PVC, prewarm Job) come next, then the applied ones.
+(demand Secret, cache PVC, prewarm Job) come next, then the applied ones. A `NodeLocalPVC`
+claim whose node is gone is given up first (`noctaya.k8s.lost_cache`), and a prewarm Job that
+filled another claim than the one now there is replaced: a backend waiting for its marker on
+the new, empty claim would wait forever.
 """
 
 from __future__ import annotations
@@ -13,6 +16,7 @@ import base64
 from collections.abc import Callable
 
 from kubernetes.client.exceptions import ApiException
+from noctaya.core.cache_planning import NODE_LOCAL_PVC
 from noctaya.core.errors import NoctayaError
 from noctaya.core.observation import (
     POD_SECURITY_REJECTED,
@@ -25,6 +29,7 @@ from noctaya.core.plan.serving import ServingPlan
 from noctaya.core.ports import FailedAfterAutoscaling
 from noctaya.k8s import kinds
 from noctaya.k8s.apply import Applier
+from noctaya.k8s.lost_cache import LostCacheNodes
 from noctaya.k8s.observe import (
     job_failure,
     job_pod_security_rejection,
@@ -33,6 +38,7 @@ from noctaya.k8s.observe import (
     termination_message,
 )
 from noctaya.k8s.planning import api_message, api_step
+from noctaya.k8s.prewarm_identity import filled_another_claim, filling
 from noctaya.k8s.reader import KubeObject, Reader
 from noctaya.k8s.render.cache import PREWARM_CONTAINER
 from noctaya.k8s.render.labels import backend_pod_selector, gateway_pod_selector
@@ -53,9 +59,10 @@ class ClusterWorkloads:
     in the operator, the watch cache the reconcile read it from, so finding it sends no request.
     """
 
-    def __init__(self, applier: Applier, reader: Reader) -> None:
+    def __init__(self, applier: Applier, reader: Reader, lost_cache_nodes: LostCacheNodes) -> None:
         self._applier = applier
         self._reader = reader
+        self._lost_cache_nodes = lost_cache_nodes
 
     def apply(self, plan: ServingPlan) -> None:
         rendered = render_serving(plan)
@@ -65,7 +72,7 @@ class ClusterWorkloads:
             return
         self._apply_scaled_object(rendered.scaled_object, owner)
         try:
-            self._apply_serving_path(svc, rendered, owner)
+            self._apply_serving_path(plan, rendered, owner)
         except NoctayaError as error:
             raise FailedAfterAutoscaling(error.reason, error.message) from error
 
@@ -84,9 +91,9 @@ class ClusterWorkloads:
             raise NoctayaError("ApplyScaledObject", api_message(error)) from error
 
     def _apply_serving_path(
-        self, svc: ServiceIdentity, rendered: RenderedService, owner: KubeObject
+        self, plan: ServingPlan, rendered: RenderedService, owner: KubeObject
     ) -> None:
-        applier, uid = self._applier, owner["metadata"]["uid"]
+        svc, applier, uid = plan.service, self._applier, owner["metadata"]["uid"]
 
         def apply(reason: str, obj: KubeObject) -> None:
             api_step(reason, lambda: applier.apply(obj, owner, reason))
@@ -99,10 +106,15 @@ class ClusterWorkloads:
 
         if rendered.demand_secret is not None:
             _check_demand_secret(create_once("ApplyDemandAuthentication", rendered.demand_secret))
+        if plan.cache.strategy == NODE_LOCAL_PVC:
+            self._lost_cache_nodes.give_up_if_lost(plan, owner)
+        claim = None
         if rendered.cache_pvc is not None:
-            create_once("ApplyCachePVC", rendered.cache_pvc)
-        if rendered.prewarm_job is not None:
-            create_once("ApplyPrewarmJob", rendered.prewarm_job)
+            claim = create_once("ApplyCachePVC", rendered.cache_pvc)
+        if rendered.prewarm_job is not None and not _being_deleted(claim):
+            job = create_once("ApplyPrewarmJob", filling(rendered.prewarm_job, claim))
+            if filled_another_claim(job, claim):  # its deletion wakes the service to create it
+                delete("ApplyPrewarmJob", kinds.JOB, svc.prewarm_job)
         apply("ApplyDeployment", rendered.deployment)
         apply("ApplyBackendService", rendered.backend_service)
         apply("ApplyGateway", rendered.gateway_deployment)
@@ -166,6 +178,12 @@ class ClusterWorkloads:
             backend_security=plan.backend.pod_security,
             gateway_security=RESTRICTED,
         )
+
+
+def _being_deleted(claim: KubeObject | None) -> bool:
+    """A claim on its way out: a prewarm Job created now would fill what no backend will read,
+    and be replaced once the new claim is there."""
+    return claim is not None and bool(claim["metadata"].get("deletionTimestamp"))
 
 
 def _check_demand_secret(secret: KubeObject) -> None:
