@@ -45,7 +45,10 @@ def with_cache(tmp_path: Path, cache: dict[str, Any]) -> list[dict[str, Any]]:
 
 
 def strategy_rows() -> dict[str, str]:
-    rows = re.findall(r"^\| `(\w+)`(?: \(default\))? \| (.+?) \|", PAGE.read_text(), re.MULTILINE)
+    """The rows of the "Which strategy" table (a later table on the page has a row per
+    strategy too)."""
+    section = PAGE.read_text().split("## Which strategy", 1)[1].split("\n## ", 1)[0]
+    rows = re.findall(r"^\| `(\w+)`(?: \(default\))? \| (.+?) \|", section, re.MULTILINE)
     return dict(rows)
 
 

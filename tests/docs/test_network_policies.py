@@ -13,6 +13,7 @@ from noctaya.k8s.offline import render_files
 
 REPO = Path(__file__).resolve().parents[2]
 POLICIES = REPO / "docs" / "snippets" / "networkpolicies.yaml"
+METRICS_POLICIES = REPO / "docs" / "snippets" / "networkpolicy-metrics.yaml"
 Manifest = dict[str, Any]
 
 
@@ -49,11 +50,13 @@ def port_names(templates: list[Manifest]) -> set[str]:
     }
 
 
-def policies() -> list[Manifest]:
-    return list(yaml.safe_load_all(POLICIES.read_text(encoding="utf-8")))
+def policies(path: Path = POLICIES) -> list[Manifest]:
+    return list(yaml.safe_load_all(path.read_text(encoding="utf-8")))
 
 
-@pytest.mark.parametrize("policy", policies(), ids=lambda p: p["metadata"]["name"])
+@pytest.mark.parametrize(
+    "policy", policies() + policies(METRICS_POLICIES), ids=lambda p: p["metadata"]["name"]
+)
 def test_policy_selects_one_workload_and_only_its_ports(policy: Manifest) -> None:
     assert policy["metadata"]["namespace"] == "ai"
     selector = policy["spec"]["podSelector"]

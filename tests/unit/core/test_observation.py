@@ -112,6 +112,60 @@ def test_unschedulable_pod_is_a_scheduling_delay_not_a_failure() -> None:
     )
 
 
+VOLUME_CONFLICT = (
+    "0/3 nodes are available: 1 node(s) had untolerated taint {node.kubernetes.io/unreachable: }, "
+    "2 node(s) had volume node affinity conflict. preemption: 0/3 nodes are available: "
+    "3 Preemption is not helpful for scheduling."
+)
+
+
+def test_a_pod_whose_volume_is_on_a_node_it_cannot_use_names_the_cache_and_its_recovery() -> None:
+    pod = PodFacts(
+        "llama-0", scheduled_false_reason="Unschedulable", scheduled_false_message=VOLUME_CONFLICT
+    )
+    observation = classify_pod(pod)
+    assert (observation.reason, observation.degraded) == ("CacheNodeUnavailable", True)
+    assert observation.message == (
+        'Backend Pod "llama-0" cannot be scheduled: its cache volume belongs to a node it cannot '
+        f"run on ({VOLUME_CONFLICT.rstrip('.')}); a NodeLocalPVC cache lives on one node: make "
+        "that node schedulable again, or delete the cache claim to fetch the model again on "
+        "another node"
+    )
+    assert classify_pod(pod, GATEWAY).reason == "SchedulingDelayed"  # gateways have no cache
+
+
+@pytest.mark.parametrize(
+    "said",
+    [
+        "0/3 nodes are available: 1 node(s) were unschedulable, "
+        "2 node(s) had volume node affinity conflict.",
+        "0/2 nodes are available: 2 node(s) had volume node affinity conflict. preemption: "
+        "0/2 nodes are available: 2 Preemption is not helpful for scheduling.",
+    ],
+    ids=["cordoned", "node-gone"],
+)
+def test_a_volume_pinned_to_a_node_that_takes_no_pods_is_cache_node_unavailable(said: str) -> None:
+    pod = PodFacts("llama-0", scheduled_false_reason="Unschedulable", scheduled_false_message=said)
+    assert classify_pod(pod).reason == "CacheNodeUnavailable"
+
+
+@pytest.mark.parametrize(
+    "said",
+    [
+        "0/3 nodes are available: 3 Insufficient nvidia.com/gpu.",
+        "0/3 nodes are available: 1 Insufficient nvidia.com/gpu, "
+        "2 node(s) had volume node affinity conflict.",
+        "0/3 nodes are available: 1 node(s) were unschedulable, 2 Insufficient nvidia.com/gpu.",
+    ],
+    ids=["no-volume", "volume-node-full", "cordoned-without-volume"],
+)
+def test_an_unschedulable_pod_whose_volume_node_may_make_room_is_a_scheduling_delay(
+    said: str,
+) -> None:
+    pod = PodFacts("llama-0", scheduled_false_reason="Unschedulable", scheduled_false_message=said)
+    assert classify_pod(pod).reason == "SchedulingDelayed"
+
+
 def test_scheduling_false_for_another_reason_is_just_starting() -> None:
     observation = classify_pod(PodFacts("llama-0", scheduled_false_reason="SchedulerError"))
     assert observation.reason == "Starting"
@@ -177,6 +231,11 @@ def test_the_highest_priority_failure_among_pods_wins() -> None:
     pods = [
         PodFacts("a-loading", running=True),
         PodFacts("b-unschedulable", scheduled_false_reason="Unschedulable"),
+        PodFacts(
+            "b-cache-elsewhere",
+            scheduled_false_reason="Unschedulable",
+            scheduled_false_message=VOLUME_CONFLICT,
+        ),
         PodFacts("c-restarting", restart_count=3),
         PodFacts("d-crashing", waiting_reason="CrashLoopBackOff"),
         PodFacts("e-oom", terminated_reason="OOMKilled"),
@@ -188,6 +247,7 @@ def test_the_highest_priority_failure_among_pods_wins() -> None:
         "OOMKilled",
         "CrashLoopBackOff",
         "ContainerRestarting",
+        "CacheNodeUnavailable",
         "SchedulingDelayed",
         "ModelLoading",
         "Starting",

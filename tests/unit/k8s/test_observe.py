@@ -199,6 +199,8 @@ def test_unschedulable_pod_reports_the_scheduling_reason() -> None:
     del pod["status"]["containerStatuses"]
     facts = pod_facts(pod)
     assert facts.scheduled_false_reason == "Unschedulable"
+    said = "0/3 nodes are available: 3 Insufficient nvidia.com/gpu."
+    assert facts.scheduled_false_message == said
     assert facts.waiting_reason is None
 
 
@@ -206,6 +208,7 @@ def test_scheduled_pod_has_no_scheduling_reason() -> None:
     pod = backend_pod(serving=serving_status(state=RUNNING))
     pod["status"]["conditions"][0]["reason"] = "Scheduled"
     assert pod_facts(pod).scheduled_false_reason is None
+    assert pod_facts(pod).scheduled_false_message is None
 
 
 def test_other_containers_never_speak_for_the_serving_one() -> None:

@@ -21,6 +21,7 @@ OOM_KILLED = "OOMKilled"
 CRASH_LOOP_BACK_OFF = "CrashLoopBackOff"
 CONTAINER_RESTARTING = "ContainerRestarting"
 SCHEDULING_DELAYED = "SchedulingDelayed"
+CACHE_NODE_UNAVAILABLE = "CacheNodeUnavailable"
 MODEL_LOADING = "ModelLoading"
 STARTING = "Starting"
 PROGRESS_DEADLINE_EXCEEDED = "ProgressDeadlineExceeded"
@@ -43,9 +44,15 @@ _PRIORITY = (
     OOM_KILLED,
     CRASH_LOOP_BACK_OFF,
     CONTAINER_RESTARTING,
+    CACHE_NODE_UNAVAILABLE,
     SCHEDULING_DELAYED,
     MODEL_LOADING,
 )
+_VOLUME_NODE_CONFLICT = "volume node affinity conflict"
+"""The scheduler's words for nodes a pod's bound volume may not be used on (VolumeBinding)."""
+_NODE_UNAVAILABLE = ("node(s) were unschedulable", "node(s) had untolerated taint")
+"""The scheduler's words for a node no pod may land on: cordoned, or tainted (not ready,
+unreachable, out of service) against the pod's tolerations."""
 
 
 @dataclass(frozen=True)
@@ -78,6 +85,9 @@ BACKEND = Tier(
         "inspect its serving-container logs and exit reason",
         SCHEDULING_DELAYED: "{pod} is unschedulable; inspect accelerator capacity, selectors, "
         "tolerations, and scheduler events",
+        CACHE_NODE_UNAVAILABLE: "{pod} cannot be scheduled: its cache volume belongs to a node "
+        "it cannot run on ({detail}); a NodeLocalPVC cache lives on one node: make that node "
+        "schedulable again, or delete the cache claim to fetch the model again on another node",
         MODEL_LOADING: "{pod} is running while the model loads and readiness checks complete",
         STARTING: "{pod} is starting",
         PROGRESS_DEADLINE_EXCEEDED: "Backend Deployment exceeded its progress deadline; "
@@ -128,6 +138,8 @@ class PodFacts:
     running: bool = False
     ready: bool = False
     scheduled_false_reason: str | None = None
+    scheduled_false_message: str | None = None
+    """The scheduler's account of why the pod fits no node, while it is unschedulable."""
     sandbox_ready: bool = False
     """The kubelet mounted the volumes and made the sandbox (PodReadyToStartContainers)."""
     mount_failure: str | None = None
@@ -240,10 +252,29 @@ def classify_pod(pod: PodFacts, tier: Tier = BACKEND) -> PodObservation:
     if pod.restart_count >= _RESTARTS_BEFORE_DEGRADED:
         return observed(CONTAINER_RESTARTING, degraded=True)
     if pod.scheduled_false_reason == "Unschedulable":
+        said = pod.scheduled_false_message or ""
+        if CACHE_NODE_UNAVAILABLE in tier.messages and _volume_node_unavailable(said):
+            return observed(CACHE_NODE_UNAVAILABLE, degraded=True, detail=said.rstrip(". "))
         return observed(SCHEDULING_DELAYED, degraded=False)
     if pod.running and not pod.ready:
         return observed(tier.loading_reason, degraded=False)
     return observed(STARTING, degraded=False)
+
+
+def _volume_node_unavailable(said: str) -> bool:
+    """Whether the scheduler's account (`0/3 nodes are available: 1 node(s) were unschedulable,
+    2 node(s) had volume node affinity conflict. preemption: ...`) says the pod's volume pins it
+    to nodes that take no pods at all: every node either conflicts with the volume or is
+    cordoned or tainted. A node short of capacity may make room, so that stays a delay."""
+    _, _, counts = said.partition("nodes are available: ")
+    findings = [
+        finding.partition(" ")[2]
+        for finding in counts.split(". preemption:")[0].rstrip(". ").split(", ")
+    ]
+    return any(_VOLUME_NODE_CONFLICT in finding for finding in findings) and all(
+        _VOLUME_NODE_CONFLICT in finding or finding.startswith(_NODE_UNAVAILABLE)
+        for finding in findings
+    )
 
 
 def observe_tier(

@@ -77,6 +77,9 @@ def pod_facts(
         scheduled_false_reason=(
             _string(scheduled.get("reason")) if scheduled.get("status") == "False" else None
         ),
+        scheduled_false_message=(
+            _string(scheduled.get("message")) if scheduled.get("status") == "False" else None
+        ),
         sandbox_ready=_condition(status, "PodReadyToStartContainers").get("status") == "True",
         mount_failure=mount_failure,
     )
