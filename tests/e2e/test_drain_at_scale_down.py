@@ -63,7 +63,7 @@ def test_a_stream_in_flight_finishes_whole_while_its_backend_drains_at_scale_dow
             timeout=120,
         )
         tokens_before = stream.tokens
-        assert not stream.over.is_set(), f"over before its pod was told to go: {stream.describe()}"
+        assert not stream.over.is_set(), f"over once its pod went: {stream.describe()}"
         wait_for(
             "the service Ready on the one replica left",
             lambda: (
