@@ -114,8 +114,8 @@ def test_unschedulable_pod_is_a_scheduling_delay_not_a_failure() -> None:
 
 VOLUME_CONFLICT = (
     "0/3 nodes are available: 1 node(s) had untolerated taint {node.kubernetes.io/unreachable: }, "
-    "2 node(s) had volume node affinity conflict. preemption: 0/3 nodes are available: "
-    "3 Preemption is not helpful for scheduling."
+    "2 node(s) didn't match PersistentVolume's node affinity. preemption: 0/3 nodes are "
+    "available: 3 Preemption is not helpful for scheduling."
 )
 
 
@@ -138,11 +138,17 @@ def test_a_pod_whose_volume_is_on_a_node_it_cannot_use_names_the_cache_and_its_r
     "said",
     [
         "0/3 nodes are available: 1 node(s) were unschedulable, "
+        "2 node(s) didn't match PersistentVolume's node affinity.",
+        "0/3 nodes are available: 1 node(s) had untolerated taint "
+        "{node.kubernetes.io/unreachable: }, 2 node(s) didn't match PersistentVolume's node "
+        "affinity. preemption: 0/3 nodes are available: 3 Preemption is not helpful for "
+        "scheduling.",
+        "0/2 nodes are available: 2 node(s) didn't match PersistentVolume's node affinity. "
+        "preemption: 0/2 nodes are available: 2 Preemption is not helpful for scheduling.",
+        "0/3 nodes are available: 1 node(s) were unschedulable, "
         "2 node(s) had volume node affinity conflict.",
-        "0/2 nodes are available: 2 node(s) had volume node affinity conflict. preemption: "
-        "0/2 nodes are available: 2 Preemption is not helpful for scheduling.",
     ],
-    ids=["cordoned", "node-gone"],
+    ids=["cordoned", "unreachable", "node-gone", "kubernetes-1.29-words"],
 )
 def test_a_volume_pinned_to_a_node_that_takes_no_pods_is_cache_node_unavailable(said: str) -> None:
     pod = PodFacts("llama-0", scheduled_false_reason="Unschedulable", scheduled_false_message=said)
@@ -153,8 +159,8 @@ def test_a_volume_pinned_to_a_node_that_takes_no_pods_is_cache_node_unavailable(
     "said",
     [
         "0/3 nodes are available: 3 Insufficient nvidia.com/gpu.",
-        "0/3 nodes are available: 1 Insufficient nvidia.com/gpu, "
-        "2 node(s) had volume node affinity conflict.",
+        "0/3 nodes are available: 1 node(s) didn't match PersistentVolume's node affinity, "
+        "2 Insufficient nvidia.com/gpu.",
         "0/3 nodes are available: 1 node(s) were unschedulable, 2 Insufficient nvidia.com/gpu.",
     ],
     ids=["no-volume", "volume-node-full", "cordoned-without-volume"],

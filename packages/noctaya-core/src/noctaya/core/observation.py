@@ -48,7 +48,10 @@ _PRIORITY = (
     SCHEDULING_DELAYED,
     MODEL_LOADING,
 )
-_VOLUME_NODE_CONFLICT = "volume node affinity conflict"
+_VOLUME_NODE_CONFLICTS = (
+    "didn't match PersistentVolume's node affinity",  # as Kubernetes 1.37 says it
+    "had volume node affinity conflict",  # as Kubernetes 1.29 says it
+)
 """The scheduler's words for nodes a pod's bound volume may not be used on (VolumeBinding)."""
 _NODE_UNAVAILABLE = ("node(s) were unschedulable", "node(s) had untolerated taint")
 """The scheduler's words for a node no pod may land on: cordoned, or tainted (not ready,
@@ -263,17 +266,19 @@ def classify_pod(pod: PodFacts, tier: Tier = BACKEND) -> PodObservation:
 
 def _volume_node_unavailable(said: str) -> bool:
     """Whether the scheduler's account (`0/3 nodes are available: 1 node(s) were unschedulable,
-    2 node(s) had volume node affinity conflict. preemption: ...`) says the pod's volume pins it
-    to nodes that take no pods at all: every node either conflicts with the volume or is
-    cordoned or tainted. A node short of capacity may make room, so that stays a delay."""
+    2 node(s) didn't match PersistentVolume's node affinity. preemption: ...`) says the pod's
+    volume pins it to nodes that take no pods at all: every node either conflicts with the
+    volume or is cordoned or tainted. A node short of capacity may make room, so that stays a
+    delay."""
     _, _, counts = said.partition("nodes are available: ")
     findings = [
         finding.partition(" ")[2]
         for finding in counts.split(". preemption:")[0].rstrip(". ").split(", ")
     ]
-    return any(_VOLUME_NODE_CONFLICT in finding for finding in findings) and all(
-        _VOLUME_NODE_CONFLICT in finding or finding.startswith(_NODE_UNAVAILABLE)
-        for finding in findings
+    conflicts = [finding.endswith(_VOLUME_NODE_CONFLICTS) for finding in findings]
+    return any(conflicts) and all(
+        conflict or finding.startswith(_NODE_UNAVAILABLE)
+        for conflict, finding in zip(conflicts, findings, strict=True)
     )
 
 
