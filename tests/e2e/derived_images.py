@@ -1,7 +1,7 @@
 """Images derived from the archives images/build.sh writes, for what a test needs and the
 release does not ship: another user in the config (an engine that runs as root), or one more
 layer with files and the env that points at them (a CA bundle the fetch clients trust). Written
-as OCI archives under a name of their own, for `ctr images import`; the source is untouched."""
+as OCI archives under a name of their own, for the box's registry; the source is untouched."""
 
 from __future__ import annotations
 

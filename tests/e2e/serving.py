@@ -45,9 +45,9 @@ HELM_INSTALL = (
 
 
 def install(cluster: Cluster, archives: list[Path], helm: Helm, *settings: str) -> None:
-    """Imports the images into the node's containerd and installs the chart as the install
-    guide says (with `settings` as `--set`s), then waits for the operator."""
-    cluster.import_images(archives)
+    """Pushes the images to the box's registry, which the nodes pull from, and installs the
+    chart as the install guide says (with `settings` as `--set`s), then waits for the operator."""
+    cluster.push_images(archives)
     args = [str(REPO / word) if word == "charts/noctaya" else word for word in HELM_INSTALL.split()]
     sets = [word for setting in settings for word in ("--set", setting)]
     done = helm.run(*args[1:], *sets, "--kubeconfig", str(cluster.kubeconfig))

@@ -30,7 +30,7 @@ PRIORITY_CLASS = "noctaya-e2e-operators"
 GATEWAY_NODES = "noctaya.io/e2e-gateways"
 TAINT_KEY = "noctaya.io/e2e-gateway-only"
 VALUES: dict[str, Any] = {
-    "image": {"fetch": "noctaya", "pullPolicy": "Never"},
+    "image": {"fetch": "noctaya", "pullPolicy": "Always"},
     "operator": {
         "replicas": 1,
         "maxConcurrentReconciles": 4,

@@ -20,7 +20,7 @@ from support.custom_resources import CustomResources
 from .conftest import GPUS
 from .pods import BACKEND_PODS, SERVICE_NAME, is_ready, live_pods, ready_gateways, settled_gateways
 from .serving import condition, diagnosed, example, start_chat, status
-from .workloads import advertise_gpus, cordoned, wait_for
+from .workloads import advertise_gpus, cordoned, node_back, wait_for
 
 pytestmark = [pytest.mark.e2e, pytest.mark.timeout(900)]
 NOT_READY_BOUND = NODE_MONITOR_GRACE + 20
@@ -71,7 +71,7 @@ def test_a_lost_nodes_gateway_and_backend_are_replaced_elsewhere_and_status_says
             )
         finally:
             cluster.power_on(lost)
-            wait_for("the lost node Ready, untainted", lambda: _node_back(core, lost.name), 180)
+            wait_for("the lost node Ready, untainted", lambda: node_back(core, lost.name), 180)
             for node in workers:
                 advertise_gpus(core, None, node.name)
 
@@ -93,13 +93,3 @@ def _serving(
         return backends[0] if exchange.completed else None
 
     return wait_for("the service answering", answered, timeout)
-
-
-def _node_back(core: k8s_client.CoreV1Api, name: str) -> bool:
-    """Ready, and the node controller's taints of its absence taken away: they would keep the
-    next tests' pods off it."""
-    node = core.read_node(name)
-    conditions = node.status.conditions or []
-    taints = {taint.key for taint in node.spec.taints or []}
-    ready = any(c.type == "Ready" and c.status == "True" for c in conditions)
-    return ready and not taints & {"node.kubernetes.io/unreachable", "node.kubernetes.io/not-ready"}

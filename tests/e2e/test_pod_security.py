@@ -116,7 +116,7 @@ def fetching_from_the_registry(
         files={CA_BUNDLE: staged_model.ca},
         env={"REQUESTS_CA_BUNDLE": CA_BUNDLE},
     )
-    cluster.import_images([archive])
+    cluster.push_images([archive])
     upgrade(cluster, helm, f"image.fetch={FETCH_REPOSITORY}")
     yield
     upgrade(cluster, helm, "image.fetch=")
@@ -130,7 +130,7 @@ def root_engine_stub(
     name = f"ghcr.io/noctaya/noctaya-engine-stub-root:{release()}"
     folder = tmp_path_factory.mktemp("root-image")
     archive = derive(built_images["noctaya-engine-stub"], folder, name, user="0:0")
-    cluster.import_images([archive])
+    cluster.push_images([archive])
     return name
 
 

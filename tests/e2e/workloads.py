@@ -23,7 +23,7 @@ def container(name: str, command: list[str], **extra: Any) -> dict[str, Any]:
     return {
         "name": name,
         "image": BOX_IMAGE,
-        "imagePullPolicy": "Never",
+        "imagePullPolicy": "IfNotPresent",
         "command": command,
         **extra,
     }
@@ -91,8 +91,8 @@ def create(api_client: k8s_client.ApiClient, manifest: dict[str, Any], namespace
 
 
 def wait_for(what: str, probe: Callable[[], _Value | None], timeout: float = 120.0) -> _Value:
-    """Polls `probe` until it returns something other than None or False; fails naming `what`
-    and the last value seen."""
+    """Polls `probe` until it returns something other than None or False (then returns it);
+    fails naming `what`."""
     deadline = time.monotonic() + timeout
     while True:
         value = probe()
@@ -141,3 +141,18 @@ def cordoned(core: k8s_client.CoreV1Api, node: str) -> Iterator[None]:
 def ready_replicas(apps: k8s_client.AppsV1Api, namespace: str, name: str) -> int:
     status = apps.read_namespaced_deployment(name, namespace).status
     return int(status.ready_replicas or 0) if status else 0
+
+
+def node_back(core: k8s_client.CoreV1Api, name: str) -> bool:
+    """Ready, and the node controller's taints of its absence taken away: they would keep the
+    next tests' pods off it."""
+    try:
+        node = core.read_node(name)
+    except k8s_client.ApiException as error:
+        if error.status == 404:  # deleted, not registered again yet
+            return False
+        raise
+    conditions = node.status.conditions or []
+    taints = {taint.key for taint in node.spec.taints or []}
+    ready = any(c.type == "Ready" and c.status == "True" for c in conditions)
+    return ready and not taints & {"node.kubernetes.io/unreachable", "node.kubernetes.io/not-ready"}

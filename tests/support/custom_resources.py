@@ -89,6 +89,14 @@ class CustomResources:
             )
         return cast(Manifest, found)
 
+    def patch(self, kind: str, name: str, change: Manifest, namespace: str) -> Manifest:
+        """A merge patch of a namespaced object."""
+        resource = RESOURCES[kind]
+        patched = self._api.patch_namespaced_custom_object(
+            resource.group, resource.version, namespace, resource.plural, name, change
+        )
+        return cast(Manifest, patched)
+
     def delete(self, kind: str, name: str, namespace: str | None = None) -> None:
         resource = RESOURCES[kind]
         if resource.namespaced:

@@ -1,6 +1,7 @@
 """The cluster's add-ons, from their own manifests where they have them: CoreDNS (a minimal
-Deployment serving only the cluster domain: nothing in the box reaches outside it) and KEDA
-(its module's config/, the admission webhooks left out, images from the box's archives)."""
+Deployment serving only the cluster domain: nothing in the box reaches outside it), KEDA (its
+module's config/, the admission webhooks left out, images from the box's archives) and the
+storage provisioner (storage.py)."""
 
 from __future__ import annotations
 
@@ -14,7 +15,7 @@ from kubernetes import client as k8s_client
 from kubernetes import dynamic
 from kubernetes.client.exceptions import ApiException
 
-from . import components, layout
+from . import components, layout, storage
 
 KEDA_PARTS = ("general", "crd/bases", "service_account", "rbac", "manager", "metrics-server")
 KEDA_IMAGES = {
@@ -40,16 +41,25 @@ class AddonError(Exception):
 
 
 def install_addons(
-    api_client: k8s_client.ApiClient, programs: layout.Programs, deadline: float
+    api_client: k8s_client.ApiClient,
+    programs: layout.Programs,
+    folders: layout.Folders,
+    deadline: float,
 ) -> None:
     client = dynamic.DynamicClient(api_client)  # type: ignore[no-untyped-call]
-    for manifest in [*coredns_manifests(), *keda_manifests(programs.cluster / "keda-config")]:
+    folders.shared_volumes.mkdir(parents=True, exist_ok=True)
+    for manifest in [
+        *coredns_manifests(),
+        *keda_manifests(programs.cluster / "keda-config"),
+        *storage.storage_manifests(folders.shared_volumes),
+    ]:
         _create(client, manifest)
     apps = k8s_client.AppsV1Api(api_client)
     for namespace, name in (
         ("kube-system", "coredns"),
         ("keda", "keda-operator"),
         ("keda", "keda-metrics-apiserver"),
+        (storage.NAMESPACE, "local-path-provisioner"),
     ):
         _wait_available(apps, namespace, name, deadline)
     _wait_api_service(api_client, "v1beta1.external.metrics.k8s.io", deadline)
@@ -130,7 +140,7 @@ def coredns_manifests() -> list[dict[str, Any]]:
                             {
                                 "name": "coredns",
                                 "image": components.COREDNS_IMAGE,
-                                "imagePullPolicy": "Never",
+                                "imagePullPolicy": "IfNotPresent",
                                 "args": ["-conf", "/etc/coredns/Corefile"],
                                 "ports": [
                                     {"name": "dns", "containerPort": 53, "protocol": "UDP"},
@@ -168,7 +178,7 @@ def _local_images(document: dict[str, Any]) -> dict[str, Any]:
     if document.get("kind") == "Deployment":
         for container in document["spec"]["template"]["spec"]["containers"]:
             container["image"] = KEDA_IMAGES.get(container["image"], container["image"])
-            container["imagePullPolicy"] = "Never"
+            container["imagePullPolicy"] = "IfNotPresent"
     return document
 
 

@@ -13,7 +13,6 @@ import os
 import shutil
 import signal
 import subprocess
-import threading
 import time
 from collections import deque
 from collections.abc import Callable
@@ -22,7 +21,7 @@ from pathlib import Path
 from kubernetes import client as k8s_client
 from kubernetes import config as k8s_config
 
-from . import components, host, images, layout
+from . import components, host, layout, registry
 from .addons import AddonError, install_addons
 
 _PR_SET_PDEATHSIG = 1
@@ -80,12 +79,14 @@ class Cluster:
         host.create_cgroup_root(self.nodes)
         archives = self._image_archives(programs)
         self.timings["images written"] = time.monotonic() - started
-        self._plans = components.write_plans(self.folders, programs, archives, self.nodes)
+        self._plans = components.write_plans(self.folders, programs, self.nodes)
         for node in self.nodes:
             self._start_supervisor(node)
         for node in self.nodes:
             self._wait_supervisor(node, deadline)
         self.timings["components started"] = time.monotonic() - started
+        self.push_images(archives)
+        self.timings["images pushed"] = time.monotonic() - started
         self._wait(deadline, "every node to be Ready", self._nodes_ready)
         self.timings["nodes Ready"] = time.monotonic() - started
         core = k8s_client.CoreV1Api(self.api_client)
@@ -93,10 +94,10 @@ class Cluster:
             if node.labels:
                 core.patch_node(node.name, {"metadata": {"labels": dict(node.labels)}})
         try:
-            install_addons(self.api_client, programs, deadline)
+            install_addons(self.api_client, programs, self.folders, deadline)
         except AddonError as error:
             raise ClusterError(self.describe_failure(str(error))) from error
-        self.timings["CoreDNS and KEDA available"] = time.monotonic() - started
+        self.timings["add-ons available"] = time.monotonic() - started
 
     def down(self) -> None:
         """Idempotent; also takes away what a killed run left."""
@@ -163,23 +164,10 @@ class Cluster:
     def reconnect(self, node: layout.Node) -> None:
         host.set_node_link(node, up=True)
 
-    def import_images(self, archives: list[Path]) -> None:
-        """Imports OCI archives into every node's containerd, one thread per node."""
-        failures: list[BaseException] = []
-
-        def into(node: layout.Node) -> None:
-            try:
-                images.import_archives(self.folders.node(node).containerd_socket, archives)
-            except BaseException as error:
-                failures.append(error)
-
-        threads = [threading.Thread(target=into, args=(node,)) for node in self.nodes]
-        for thread in threads:
-            thread.start()
-        for thread in threads:
-            thread.join()
-        if failures:
-            raise failures[0]
+    def push_images(self, archives: list[Path]) -> None:
+        """Pushes OCI archives to the box's registry, which every node pulls from."""
+        for archive in archives:
+            registry.push_archive(archive)
 
     def _ask(self, node: layout.Node, action: str, name: str, timeout: float) -> None:
         control = self.folders.node(node).control

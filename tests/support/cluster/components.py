@@ -18,7 +18,7 @@ from typing import Any
 import yaml
 
 from ..envtest.pki import ADMIN_USER, Pki, write_pki
-from . import images, layout
+from . import images, layout, registry
 from .images import Image
 
 APISERVER = f"https://{layout.NODE_IP}:{layout.APISERVER_PORT}"
@@ -26,6 +26,7 @@ SUPERVISOR = Path(__file__).with_name("supervisor.py")
 BOX_IMAGE = "noctaya.local/box:latest"
 COREDNS_IMAGE = "noctaya.local/coredns:latest"
 KEDA_IMAGE = "noctaya.local/keda:latest"
+LOCAL_PATH_IMAGE = "noctaya.local/local-path-provisioner:latest"
 _NONROOT = "1000:1000"
 NODE_MONITOR_GRACE = 20
 """Seconds without a kubelet's lease renewal (every 10 s) before its node is marked unreachable."""
@@ -34,8 +35,9 @@ UNREACHABLE_TOLERATION = 30
 
 
 def box_images(programs: layout.Programs) -> list[Image]:
-    """The test image (busybox and box-agent; its entrypoint is the sandbox's pause), CoreDNS's
-    and KEDA's, each made from the built binaries."""
+    """The test image (busybox and box-agent; its entrypoint is the sandbox's pause; also the
+    storage provisioner's helper pods' image), CoreDNS's, KEDA's and local-path-provisioner's,
+    each made from the built binaries."""
     return [
         Image(
             BOX_IMAGE,
@@ -55,13 +57,17 @@ def box_images(programs: layout.Programs) -> list[Image]:
             entrypoint=("/keda",),
             user=_NONROOT,
         ),
+        Image(
+            LOCAL_PATH_IMAGE,
+            files={"/local-path-provisioner": programs.path("local-path-provisioner")},
+            entrypoint=("/local-path-provisioner",),
+        ),
     ]
 
 
 def write_plans(
     folders: layout.Folders,
     programs: layout.Programs,
-    archives: list[Path],
     nodes: tuple[layout.Node, ...],
 ) -> dict[str, Path]:
     """Writes PKI, kubeconfig and each node's configuration files; returns each node's plan,
@@ -78,19 +84,19 @@ def write_plans(
         ),
     )
     _write_kubeconfig(folders.kubeconfig, pki)
-    return {node.name: _write_node_plan(folders, programs, archives, pki, node) for node in nodes}
+    return {node.name: _write_node_plan(folders, programs, pki, node) for node in nodes}
 
 
 def _write_node_plan(
     folders: layout.Folders,
     programs: layout.Programs,
-    archives: list[Path],
     pki: Pki,
     node: layout.Node,
 ) -> Path:
     mine = folders.node(node)
     root, socket, kubeconfig = mine.root, mine.containerd_socket, str(folders.kubeconfig)
     _write(root / "containerd.toml", _containerd_config(root, socket))
+    registry.write_mirrors(root / "registry-hosts")
     _write(root / "cni" / "10-box.conflist", json.dumps(_cni_config(root, node), indent=2))
     _write(root / "resolv.conf", "")
     _write(root / "kubelet.yaml", yaml.safe_dump(_kubelet_config(root, socket, pki, node)))
@@ -98,14 +104,16 @@ def _write_node_plan(
     for folder in layout.NODE_PRIVATE_FOLDERS:
         mine.private(folder).mkdir(parents=True, exist_ok=True)
     mine.logs.mkdir(parents=True, exist_ok=True)
-    ctr = ["ctr", f"--address={socket}", "--namespace=k8s.io"]
     containerd = {
         "name": "containerd",
         "argv": ["containerd", f"--config={root / 'containerd.toml'}"],
         "ready": f"unix:{socket}",
-        "then": [[*ctr, "images", "import", str(archive)] for archive in archives],
     }
-    control_plane = _control_plane(folders, programs, pki) if node.holds_control_plane else []
+    control_plane = (
+        [registry.registry_component(folders), *_control_plane(folders, programs, pki)]
+        if node.holds_control_plane
+        else []
+    )
     kubelet = [
         str(programs.path("kubelet")),
         f"--config={root / 'kubelet.yaml'}",
@@ -128,16 +136,44 @@ def _write_node_plan(
         "components": [
             containerd,
             *control_plane,
-            {"name": "kubelet", "argv": kubelet},
+            # Restarted when it exits, as systemd restarts it on a real node: after a power
+            # cut containerd's socket answers before its CRI service is ready, and the kubelet
+            # gives up on a runtime that is not ready yet.
+            {"name": "kubelet", "argv": kubelet, "restart": True},
             {
                 "name": "kube-proxy",
                 "argv": [str(programs.path("kube-proxy")), f"--config={root / 'kube-proxy.yaml'}"],
             },
+            _network_policy_enforcer(programs, kubeconfig, node),
         ],
     }
     path = root / "plan.json"
     _write(path, json.dumps(plan, indent=2))
     return path
+
+
+def _network_policy_enforcer(
+    programs: layout.Programs, kubeconfig: str, node: layout.Node
+) -> dict[str, Any]:
+    """kube-router with only its firewall controller: it turns each NetworkPolicy into iptables
+    chains and ipsets for the pods of its own node, as its DaemonSet pod would on a real
+    node. It exits until the kubelet has registered the Node, so the supervisor restarts it."""
+    return {
+        "name": "kube-router",
+        "argv": [
+            str(programs.path("kube-router")),
+            f"--kubeconfig={kubeconfig}",
+            f"--hostname-override={node.name}",
+            f"--service-cluster-ip-range={layout.SERVICE_CIDR}",
+            "--run-firewall=true",
+            "--run-router=false",
+            "--run-service-proxy=false",
+            "--health-port=0",
+            "--metrics-port=0",
+        ],
+        "env": {"NODE_NAME": node.name},
+        "restart": True,
+    }
 
 
 def _control_plane(
@@ -288,6 +324,8 @@ def _containerd_config(run: Path, socket: Path) -> str:
             f"[{cri}.containerd.runtimes.runc.options]",
             "  SystemdCgroup = false",
             f'  BinaryName = "{shutil.which("runc")}"',
+            f"[{cri}.registry]",
+            f'  config_path = "{run / "registry-hosts"}"',
             f"[{cri}.cni]",
             f'  bin_dir = "{layout.CNI_BIN_DIR}"',
             f'  conf_dir = "{run / "cni"}"',

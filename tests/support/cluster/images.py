@@ -1,4 +1,4 @@
-"""OCI image archives made from local files, for `ctr images import`: no registry, no pulls.
+"""OCI image archives made from local files, pushed to the box's registry (registry.py).
 
 One uncompressed layer per image; the archive's name is its content, so an unchanged image is
 written once and reused.
@@ -9,7 +9,6 @@ from __future__ import annotations
 import hashlib
 import io
 import json
-import subprocess
 import tarfile
 from collections.abc import Mapping
 from dataclasses import dataclass, field
@@ -19,7 +18,9 @@ from typing import Any
 _LAYER = "application/vnd.oci.image.layer.v1.tar"
 _CONFIG = "application/vnd.oci.image.config.v1+json"
 _MANIFEST = "application/vnd.oci.image.manifest.v1+json"
-BUSYBOX_APPLETS = ("sh", "cat", "echo", "env", "ls", "nslookup", "sleep", "true", "wget")
+BUSYBOX_APPLETS = (
+    "sh", "cat", "echo", "env", "grep", "ls", "nc", "nslookup", "sleep", "timeout", "true", "wget",
+)  # fmt: skip
 
 
 @dataclass(frozen=True)
@@ -117,18 +118,3 @@ def _add(tar: tarfile.TarFile, name: str, blob: bytes) -> None:
     info = tarfile.TarInfo(name)
     info.size, info.mode = len(blob), 0o644
     tar.addfile(info, io.BytesIO(blob))
-
-
-def import_archives(socket: Path, archives: list[Path], timeout: float = 600.0) -> None:
-    """Imports OCI archives into the box's containerd (the kubelet's namespace), as a node
-    operator would with `ctr images import`: pods then run them without a pull."""
-    for archive in archives:
-        done = subprocess.run(
-            ["ctr", f"--address={socket}", "--namespace=k8s.io", "images", "import", str(archive)],
-            capture_output=True,
-            text=True,
-            timeout=timeout,
-            check=False,
-        )
-        if done.returncode != 0:
-            raise RuntimeError(f"ctr images import {archive.name} failed: {done.stderr.strip()}")

@@ -29,9 +29,12 @@ CLUSTER_POD_CIDR = "10.244.0.0/16"
 NODE_COUNT = 3
 """Node 0 (control plane and pods) and two workers: what a drain, a node loss and a cache on one
 node need, and the smallest cluster the reference's own end-to-end suite runs on."""
-NODE_PRIVATE_FOLDERS = ("/var/lib/noctaya",)
+LOCAL_VOLUMES_FOLDER = "/opt/local-path-provisioner"
+"""Where a node keeps the ReadWriteOnce volumes the box's provisioner makes there."""
+NODE_PRIVATE_FOLDERS = ("/var/lib/noctaya", LOCAL_VOLUMES_FOLDER)
 """Host folders each node sees a folder of its own at (its mount namespace binds one there), so
-a `hostPath` written on one node is not seen on another: the HostPath cache's root lives here."""
+a `hostPath` or a local volume written on one node is not seen on another: the HostPath cache's
+root and the node's local volumes live here."""
 SERVICE_CIDR = "10.96.0.0/16"
 KUBERNETES_SERVICE_IP = "10.96.0.1"
 DNS_SERVICE_IP = "10.96.0.10"
@@ -48,6 +51,8 @@ HOST_COMMANDS = (
     "nsenter",
     "unshare",
     "mount",
+    "ipset",  # kube-router's NetworkPolicy address sets
+    "docker-registry",  # the box's image registry
 )
 BUILT = (
     "kube-controller-manager",
@@ -60,6 +65,8 @@ BUILT = (
     "keda-adapter",
     "box-agent",
     "keda-config",
+    "kube-router",
+    "local-path-provisioner",
 )
 CNI_BIN_DIR = Path("/usr/lib/cni")
 CNI_PLUGINS = ("bridge", "host-local", "loopback", "portmap")
@@ -135,6 +142,11 @@ class Folders:
     @property
     def run(self) -> Path:
         return self.root / "run"
+
+    @property
+    def shared_volumes(self) -> Path:
+        """The ReadWriteMany volumes' folder: a host folder, so every node sees the same one."""
+        return self.run / "shared-volumes"
 
     def node(self, node: Node | str) -> NodeFolders:
         name = node if isinstance(node, str) else node.name

@@ -5,9 +5,11 @@ whatever reason, the kernel kills every process of the node and drops every moun
 no kubelet, shim or container can outlive it; killing it is how a node loses power. It mounts
 private tmpfs over the folders the kubelet and containerd write to without asking (/run,
 /var/log) and binds the node's own folders over the host folders `hostPath` volumes use, so
-each node has its own; then it starts the components
-in order, each once the previous one is ready (one-shot commands after some), and reaps every
-orphan. Progress goes to the state file; the harness on the host side reads it.
+each node has its own; then it starts the components in order, each once the previous one is
+ready, and reaps every orphan. A component marked `restart` is started again whenever it exits,
+as systemd or a DaemonSet would start it again (the kubelet, which exits when containerd's CRI
+service is not ready yet; kube-router, which exits while its Node is not registered). Progress
+goes to the state file; the harness on the host side reads it.
 
 Once the box is up, it stops, starts or restarts a component on request, for tests of a control
 plane or runtime restart: the host writes `<id>.json` (`{"action": ..., "component": ...}`) into
@@ -33,6 +35,7 @@ from typing import Any
 
 _POLL_SECONDS = 0.1
 _STOP_GRACE_SECONDS = 5.0
+_RESTART_DELAY_SECONDS = 1.0
 _MS_BIND = 4096
 
 
@@ -58,16 +61,21 @@ def main(plan_path: str) -> int:
             _bind(source, target)
         for component in plan["components"]:
             _start(component, children, logs, lambda: stopping)
-            for argv in component.get("then", []):
-                subprocess.run(argv, check=True, capture_output=True, text=True, timeout=300)
         control.mkdir(parents=True, exist_ok=True)
         state.write_text(json.dumps({"ready": True}))
     except Exception as error:
         detail = getattr(error, "stderr", "") or ""
         state.write_text(json.dumps({"error": f"{error} {detail}".strip()}))
         stopping = True
+    restarts: dict[str, float] = {}  # component → when to start it again
     while not stopping:
-        _reap(children, logs)
+        for name in _reap(children, logs):
+            if components[name].get("restart"):
+                restarts[name] = time.monotonic() + _RESTART_DELAY_SECONDS
+        for name, due in list(restarts.items()):
+            if time.monotonic() >= due and not stopping:
+                del restarts[name]
+                _start(components[name], children, logs, lambda: stopping)
         _serve_requests(control, components, children, logs, lambda: stopping)
         time.sleep(_POLL_SECONDS)
     _stop_all(children)
@@ -78,7 +86,11 @@ def _start(component: dict[str, Any], children: dict[int, str], logs: Path, stop
     name = component["name"]
     with (logs / f"{name}.log").open("ab") as log:
         process = subprocess.Popen(
-            component["argv"], stdout=log, stderr=subprocess.STDOUT, cwd=logs
+            component["argv"],
+            stdout=log,
+            stderr=subprocess.STDOUT,
+            cwd=logs,
+            env={**os.environ, **component.get("env", {})},
         )
     children[process.pid] = name
     _wait_ready(component, process, stopping)
@@ -185,17 +197,20 @@ def _is_ready(check: str) -> bool:
     raise ValueError(f"unknown readiness check {check!r}")
 
 
-def _reap(children: dict[int, str], logs: Path) -> None:
-    """Collects every exited process; a component's exit is noted in its own log."""
+def _reap(children: dict[int, str], logs: Path) -> list[str]:
+    """Collects every exited process; returns the components among them, each exit noted in the
+    component's own log."""
+    exited: list[str] = []
     while True:
         try:
             pid, status = os.waitpid(-1, os.WNOHANG)
         except ChildProcessError:
-            return
+            return exited
         if pid == 0:
-            return
+            return exited
         name = children.pop(pid, None)
         if name is not None:
+            exited.append(name)
             with (logs / f"{name}.log").open("a") as log:
                 log.write(f"==== {name} exited: status {status}\n")
 
