@@ -127,7 +127,9 @@ def test_an_oci_model_is_staged_by_a_job_and_seen_whole_by_the_backend(
         CustomResources(api_client).create(service_for(uri, listing_runtime), namespace)
         job = wait_for(
             "the staging Job to succeed",
-            lambda: (found := _job(api_client, namespace)) and found.status.succeeded and found,
+            lambda: (
+                (found := staging_job(api_client, namespace)) and found.status.succeeded and found
+            ),
             timeout=300,
         )
         (container,) = job.spec.template.spec.containers
@@ -163,7 +165,9 @@ def test_a_backend_on_a_node_the_job_did_not_run_on_fetches_the_model_onto_its_o
                 CustomResources(api_client).create(service_for(uri, listing_runtime), namespace)
                 wait_for(
                     "the staging Job to succeed",
-                    lambda: (found := _job(api_client, namespace)) and found.status.succeeded,
+                    lambda: (
+                        (found := staging_job(api_client, namespace)) and found.status.succeeded
+                    ),
                     timeout=300,
                 )
             (job_pod,) = [  # the pod that succeeded, not one a retry left failed
@@ -235,10 +239,10 @@ def test_a_hostile_artifact_fails_the_job_naming_the_entry_and_deleting_the_job_
             return found if degraded[:2] == ("True", "PrewarmFailed") else None
 
         failed = wait_for("the service to report the refused artifact", failed_with_the_entry, 180)
-        message = _message(failed, "Degraded")
+        message = condition_message(failed, "Degraded")
         assert "prewarm Job demo-prewarm failed: " in message, message
         assert "entry '../escape' leaves the artifact directory" in message, message
-        first = _job(api_client, namespace)
+        first = staging_job(api_client, namespace)
         assert first is not None
         assert (first.status.failed or 0) == 1, "failed at once, not after four retries"
         for cache in host_cache.values():
@@ -248,7 +252,7 @@ def test_a_hostile_artifact_fails_the_job_naming_the_entry_and_deleting_the_job_
         again = wait_for(
             "a new staging Job, and its failure",
             lambda: (
-                (job := _job(api_client, namespace)) is not None
+                (job := staging_job(api_client, namespace)) is not None
                 and job.metadata.uid != first.metadata.uid
                 and (job.status.failed or 0) >= 1
                 and job
@@ -257,16 +261,16 @@ def test_a_hostile_artifact_fails_the_job_naming_the_entry_and_deleting_the_job_
         )
         assert again.metadata.uid != first.metadata.uid
         refused = wait_for("the retry's failure reported", failed_with_the_entry, 120)
-        assert "leaves the artifact directory" in _message(refused, "Degraded")
+        assert "leaves the artifact directory" in condition_message(refused, "Degraded")
 
 
-def _job(api_client: k8s_client.ApiClient, namespace: str) -> Any:
+def staging_job(api_client: k8s_client.ApiClient, namespace: str) -> Any:
     with contextlib.suppress(k8s_client.ApiException):
         return k8s_client.BatchV1Api(api_client).read_namespaced_job("demo-prewarm", namespace)
     return None
 
 
-def _message(found: dict[str, Any], kind: str) -> str:
+def condition_message(found: dict[str, Any], kind: str) -> str:
     for item in found.get("conditions") or []:
         if item["type"] == kind:
             return str(item.get("message", ""))
