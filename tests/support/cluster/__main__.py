@@ -1,4 +1,5 @@
-"""`up` leaves the box running after this command exits; `down` takes it away."""
+"""`up` leaves the box running after this command exits (`--nodes N`: node 0 with the control
+plane, and N-1 workers); `down` takes it away, whatever its size."""
 
 from __future__ import annotations
 
@@ -6,6 +7,7 @@ import argparse
 import sys
 
 from ..envtest.prerequisites import PrerequisiteMissing
+from . import layout
 from .box import Cluster, ClusterError
 from .host import HostError
 
@@ -13,8 +15,12 @@ from .host import HostError
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="cluster", description=__doc__)
     parser.add_argument("action", choices=["up", "down"])
-    action = parser.parse_args(argv).action
-    cluster = Cluster(attached=False)
+    parser.add_argument(
+        "--nodes", type=int, choices=range(1, 9), default=layout.NODE_COUNT, metavar="1..8"
+    )
+    args = parser.parse_args(argv)
+    action = args.action
+    cluster = Cluster(attached=False, nodes=layout.default_nodes(args.nodes))
     try:
         if action == "up":
             try:
