@@ -148,9 +148,17 @@ def test_the_manuals_profile_lets_clients_keda_and_prometheus_through_and_nothin
         # The backend stays from here on: a probe of a backend scaled away would be refused
         # whatever the policies say.
         resources.patch("LLMService", SERVICE_NAME, {"spec": {"scaling": {"min": 1}}}, namespace)
-        found = status(api_client, namespace, SERVICE_NAME)
-        assert condition(found, "Ready")[0] == "True", found
-        assert condition(found, "AutoscalingReady")[0] == "True", found
+        # KEDA may have judged the ScaledObject before the aggregator was up (no metric specs)
+        # and says so until its next look, which the change just made brings.
+        wait_for(
+            "the service Ready, and KEDA content with its ScaledObject",
+            lambda: (
+                (s := status(api_client, namespace, SERVICE_NAME))
+                and condition(s, "Ready")[0] == "True"
+                and condition(s, "AutoscalingReady")[0] == "True"
+            ),
+            timeout=120,
+        )
 
         (backend,) = live_pods(api_client, namespace, BACKEND_PODS)
         (aggregator,) = live_pods(api_client, namespace, SCALER_PODS)
