@@ -64,8 +64,7 @@ def main(plan_path: str) -> int:
         control.mkdir(parents=True, exist_ok=True)
         state.write_text(json.dumps({"ready": True}))
     except Exception as error:
-        detail = getattr(error, "stderr", "") or ""
-        state.write_text(json.dumps({"error": f"{error} {detail}".strip()}))
+        state.write_text(json.dumps({"error": str(error)}))
         stopping = True
     restarts: dict[str, float] = {}  # component → when to start it again
     while not stopping:
