@@ -47,6 +47,7 @@ from .workloads import advertise_gpus, node_back, wait_for
 
 pytestmark = [pytest.mark.e2e, pytest.mark.timeout(900)]
 CLAIM = f"{SERVICE_NAME}-cache"
+NODE_LOCAL = {"strategy": "NodeLocalPVC"}
 
 
 @pytest.fixture
@@ -60,16 +61,42 @@ def gpus_on_every_node(cluster: Cluster, api_client: k8s_client.ApiClient) -> It
         advertise_gpus(core, None, node.name)
 
 
-def pushed_model(served: RunningRegistry, name: str, folder: Path) -> tuple[str, dict[str, bytes]]:
-    """The model pushed as `models/<name>`: its oci:// URI by digest, and its files."""
-    files = model_files(folder)
-    digest = push_files(served, f"models/{name}", "v1", [folder / entry for entry in MODEL])
-    return f"oci://{REGISTRY}/models/{name}@{digest}", files
+@dataclass(frozen=True)
+class ClaimedModels:
+    """A test's services, each serving a model pushed to the box's registry through the runtime
+    whose engine stub lists every file it sees."""
+
+    api_client: k8s_client.ApiClient
+    namespace: str
+    registry: RunningRegistry
+    runtime: str
+    folder: Path
+
+    def serve(self, name: str, cache: dict[str, Any], **scaling: int) -> dict[str, bytes]:
+        """Pushes a model as `models/<name>` and creates the service serving it by digest on
+        `cache`; the model's files."""
+        folder = self.folder / name
+        folder.mkdir()
+        files = model_files(folder)
+        digest = push_files(self.registry, f"models/{name}", "v1", [folder / f for f in MODEL])
+        service = service_for(f"oci://{REGISTRY}/models/{name}@{digest}", self.runtime)
+        service = merged(service, {"spec": {"cache": cache, "scaling": scaling}})
+        CustomResources(self.api_client).create(service, self.namespace)
+        return files
 
 
-def claim_service(uri: str, runtime: str, cache: dict[str, Any], **scaling: int) -> dict[str, Any]:
-    service = service_for(uri, runtime)
-    return merged(service, {"spec": {"cache": cache, "scaling": scaling}})
+@pytest.fixture
+def models(
+    api_client: k8s_client.ApiClient,
+    namespace: str,
+    registry: RunningRegistry,  # noqa: F811
+    plain_http: None,  # noqa: F811
+    listing_runtime: str,  # noqa: F811
+    gpus_on_every_node: None,
+    tmp_path: Path,
+) -> ClaimedModels:
+    """The test's models, served with one GPU per node while the test runs."""
+    return ClaimedModels(api_client, namespace, registry, listing_runtime, tmp_path)
 
 
 def ready_backends(
@@ -135,19 +162,13 @@ def volume_node(volume: k8s_client.V1PersistentVolume) -> str | None:
 def test_a_shared_claim_filled_once_is_read_whole_by_backends_on_two_nodes(
     api_client: k8s_client.ApiClient,
     namespace: str,
-    registry: RunningRegistry,  # noqa: F811
-    plain_http: None,  # noqa: F811
-    listing_runtime: str,  # noqa: F811
-    gpus_on_every_node: None,
-    tmp_path: Path,
+    models: ClaimedModels,
 ) -> None:
     """Cache `SharedPVC`, three nodes: one Job fills the ReadWriteMany volume; two backends, one
     GPU per node, so on two nodes, each wait for the Job's marker and see every file whole."""
-    uri, files = pushed_model(registry, "shared", tmp_path)
     cache = {"strategy": "SharedPVC", "storageClassName": SHARED_CLASS, "size": "1Gi"}
     with diagnosed(api_client, namespace):
-        service = claim_service(uri, listing_runtime, cache, min=2, max=2)
-        CustomResources(api_client).create(service, namespace)
+        files = models.serve("shared", cache, min=2, max=2)
         backends = ready_backends(api_client, namespace, 2)
         assert len({pod.spec.node_name for pod in backends}) == 2, "on two nodes"
         for pod in backends:
@@ -164,20 +185,14 @@ def test_a_shared_claim_filled_once_is_read_whole_by_backends_on_two_nodes(
 def test_a_node_local_claim_keeps_both_replicas_on_its_node(
     api_client: k8s_client.ApiClient,
     namespace: str,
-    registry: RunningRegistry,  # noqa: F811
-    plain_http: None,  # noqa: F811
-    listing_runtime: str,  # noqa: F811
-    gpus_on_every_node: None,
-    tmp_path: Path,
+    models: ClaimedModels,
 ) -> None:
     """Cache `NodeLocalPVC`, three nodes, one GPU each: the scheduler would spread two replicas,
     but the volume's node affinity pins both to the volume's node; the second, finding no GPU
     left there, waits (a delay, not a fault) until the node has room, then serves."""
     core = k8s_client.CoreV1Api(api_client)
-    uri, files = pushed_model(registry, "node-local", tmp_path)
     with diagnosed(api_client, namespace):
-        service = claim_service(uri, listing_runtime, {"strategy": "NodeLocalPVC"}, min=2, max=2)
-        CustomResources(api_client).create(service, namespace)
+        files = models.serve("node-local", NODE_LOCAL, min=2, max=2)
         volume = volume_of(api_client, namespace)
         assert volume.spec.storage_class_name == NODE_LOCAL_CLASS
         node = volume_node(volume)
@@ -206,22 +221,16 @@ def test_a_node_local_claim_on_a_drained_node_says_why_and_serves_elsewhere_once
     cluster: Cluster,
     api_client: k8s_client.ApiClient,
     namespace: str,
-    registry: RunningRegistry,  # noqa: F811
-    plain_http: None,  # noqa: F811
-    listing_runtime: str,  # noqa: F811
-    gpus_on_every_node: None,
-    tmp_path: Path,
+    models: ClaimedModels,
 ) -> None:
     """Cache `NodeLocalPVC`, three nodes: `kubectl drain` of the backend's node evicts it; its
     replacement cannot follow the claim's volume anywhere, so the service reports
     `CacheNodeUnavailable`, naming the conflict; deleting the claim, the one step
     docs/caches.md gives, lets the operator make a new claim and a new staging Job for it, and
     the model is fetched again on another node."""
-    uri, files = pushed_model(registry, "drained", tmp_path)
     kubectl = Kubectl(cluster, namespace)
     with diagnosed(api_client, namespace):
-        service = claim_service(uri, listing_runtime, {"strategy": "NodeLocalPVC"}, min=1, max=1)
-        CustomResources(api_client).create(service, namespace)
+        files = models.serve("drained", NODE_LOCAL, min=1, max=1)
         (backend,) = ready_backends(api_client, namespace, 1)
         drained = backend.spec.node_name
         first = Filled.now(api_client, namespace)
@@ -243,22 +252,16 @@ def test_a_node_local_claim_on_a_lost_node_says_why_and_serves_elsewhere_once_gi
     cluster: Cluster,
     api_client: k8s_client.ApiClient,
     namespace: str,
-    registry: RunningRegistry,  # noqa: F811
-    plain_http: None,  # noqa: F811
-    listing_runtime: str,  # noqa: F811
-    gpus_on_every_node: None,
-    tmp_path: Path,
+    models: ClaimedModels,
 ) -> None:
     """Cache `NodeLocalPVC`, three nodes: the backend's node loses power; once its pods are
     evicted the replacement cannot follow the volume, and the service reports
     `CacheNodeUnavailable`, while the operator keeps the copy of a node that may come back (no
     `CacheNodeLost`); the page's recovery for a lost node (the evicted pod, stuck Terminating
     on an unreachable node, deleted with `--force`, and the claim) lets it serve elsewhere."""
-    uri, files = pushed_model(registry, "lost", tmp_path)
     kubectl = Kubectl(cluster, namespace)
     with diagnosed(api_client, namespace), _backend_on_a_worker(cluster, api_client) as lose:
-        service = claim_service(uri, listing_runtime, {"strategy": "NodeLocalPVC"}, min=1)
-        CustomResources(api_client).create(service, namespace)
+        files = models.serve("lost", NODE_LOCAL, min=1)
         lost = lose(namespace)
         first = Filled.now(api_client, namespace)
         _says_why(api_client, namespace, timeout=NODE_LOSS_BOUND)
@@ -275,21 +278,15 @@ def test_a_node_local_claim_whose_node_is_deleted_is_given_up_by_the_operator(
     cluster: Cluster,
     api_client: k8s_client.ApiClient,
     namespace: str,
-    registry: RunningRegistry,  # noqa: F811
-    plain_http: None,  # noqa: F811
-    listing_runtime: str,  # noqa: F811
-    gpus_on_every_node: None,
-    tmp_path: Path,
+    models: ClaimedModels,
 ) -> None:
     """Cache `NodeLocalPVC`, three nodes: the backend's node loses power and its Node object is
     deleted (what a cloud's node controller does with a machine that is gone); with no other
     step the operator finds the volume's node gone, gives up the claim and its Job (Warning
     `CacheNodeLost` naming the node), and the backend serves from a new claim elsewhere."""
-    uri, files = pushed_model(registry, "deleted", tmp_path)
     kubectl = Kubectl(cluster, namespace)
     with diagnosed(api_client, namespace), _backend_on_a_worker(cluster, api_client) as lose:
-        service = claim_service(uri, listing_runtime, {"strategy": "NodeLocalPVC"}, min=1)
-        CustomResources(api_client).create(service, namespace)
+        files = models.serve("deleted", NODE_LOCAL, min=1)
         lost = lose(namespace)
         first = Filled.now(api_client, namespace)
         kubectl("delete", "node", lost)
