@@ -460,6 +460,7 @@ def diagnostics(api_client: k8s_client.ApiClient, namespace: str) -> str:
         f"{e.involved_object.kind}/{e.involved_object.name} {e.type} {e.reason}: {e.message}"
         for e in events
     ]
+    lines += _autoscalers(api_client, namespace)
     # The serving path's logs first: a long report is cut from its end.
     for where, selector in (
         (namespace, "serving.noctaya.io/gateway"),
@@ -479,6 +480,36 @@ def diagnostics(api_client: k8s_client.ApiClient, namespace: str) -> str:
                     log = f"(no log: {error.reason})"
                 lines.append(f"(the container before its restart)\n{log}" if previous else log)
     return "\n".join(lines)
+
+
+def _autoscalers(api_client: k8s_client.ApiClient, namespace: str) -> list[str]:
+    """What the HPA saw and decided, and what each gateway counts at this moment: the two ends
+    of a scaling decision, which events alone do not show."""
+    lines = ["---- autoscalers"]
+    hpas = k8s_client.AutoscalingV2Api(api_client).list_namespaced_horizontal_pod_autoscaler(
+        namespace
+    )
+    for hpa in hpas.items:
+        found = hpa.status
+        metrics = [m.external.current for m in found.current_metrics or [] if m.external]
+        lines.append(
+            f"{hpa.metadata.name}: current {found.current_replicas} desired "
+            f"{found.desired_replicas} metrics {metrics}"
+        )
+        lines += [f"  {c.type}={c.status} {c.reason}: {c.message}" for c in found.conditions or []]
+    core = k8s_client.CoreV1Api(api_client)
+    for pod in core.list_namespaced_pod(
+        namespace, label_selector="serving.noctaya.io/gateway"
+    ).items:
+        path = f"/api/v1/namespaces/{namespace}/pods/{pod.metadata.name}:{GATEWAY_PORT}/proxy"
+        try:
+            response = api_client.rest_client.pool_manager.request(
+                "GET", f"{api_client.configuration.host}{path}/noctaya/queue", timeout=5.0
+            )
+            lines.append(f"{pod.metadata.name} queue: {response.data.decode(errors='replace')}")
+        except HTTPError as error:
+            lines.append(f"{pod.metadata.name} queue: ({error})")
+    return lines
 
 
 def wait_idle(api_client: k8s_client.ApiClient, namespace: str) -> dict[str, Any]:
