@@ -23,7 +23,7 @@ import yaml
 from kubernetes import client as k8s_client
 from support.custom_resources import CustomResources
 
-from .pods import BACKEND_PODS, SERVICE_NAME, live_pods, rolled_out, settled_gateways
+from .pods import BACKEND_PODS, SERVICE_NAME, is_ready, live_pods, rolled_out, settled_gateways
 from .serving import REPO, chat_body, condition, diagnosed, example, status
 from .test_availability import two_gateways  # noqa: F401  (the module's two gateways)
 from .workloads import create, pod_phase, shell_pod, wait_for
@@ -149,18 +149,26 @@ def test_the_manuals_profile_lets_clients_keda_and_prometheus_through_and_nothin
         # whatever the policies say.
         resources.patch("LLMService", SERVICE_NAME, {"spec": {"scaling": {"min": 1}}}, namespace)
         # KEDA may have judged the ScaledObject before the aggregator was up (no metric specs)
-        # and says so until its next look, which the change just made brings.
-        wait_for(
-            "the service Ready, and KEDA content with its ScaledObject",
-            lambda: (
-                (s := status(api_client, namespace, SERVICE_NAME))
-                and condition(s, "Ready")[0] == "True"
-                and condition(s, "AutoscalingReady")[0] == "True"
-            ),
-            timeout=120,
-        )
+        # and says so until its next look, which the change just made brings. Until KEDA has
+        # the new minimum, the cooldown may still take the backend away: wait for the minimum
+        # in the ScaledObject and a Ready backend pod that is not being deleted.
+        objects = k8s_client.CustomObjectsApi(api_client)
 
-        (backend,) = live_pods(api_client, namespace, BACKEND_PODS)
+        def settled() -> Any:
+            found = status(api_client, namespace, SERVICE_NAME)
+            if condition(found, "Ready")[0] != "True":
+                return None
+            if condition(found, "AutoscalingReady")[0] != "True":
+                return None
+            scaled = objects.get_namespaced_custom_object(
+                "keda.sh", "v1alpha1", namespace, "scaledobjects", SERVICE_NAME
+            )
+            if scaled["spec"].get("minReplicaCount") != 1:
+                return None
+            ready = [p for p in live_pods(api_client, namespace, BACKEND_PODS) if is_ready(p)]
+            return ready[0] if len(ready) == 1 else None
+
+        backend = wait_for("the service Ready with one backend kept", settled, timeout=180)
         (aggregator,) = live_pods(api_client, namespace, SCALER_PODS)
         gateway = gateways[0]
         direct = {
