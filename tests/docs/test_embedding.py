@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import importlib
 import re
 import subprocess
 import sys
@@ -53,4 +54,28 @@ def test_an_invalid_service_is_reported_field_by_field(tmp_path: Path) -> None:
     assert planned.returncode == 1
     assert (
         planned.stderr == "spec.scaling.max: Invalid value 0: must be greater than or equal to 1\n"
+    )
+
+
+_ROW = re.compile(r"^\| `(noctaya\.core[\w.]*)` \| (.*) \|$", re.MULTILINE)
+_CALL = re.compile(r"`(?:[\w.]+\.)?(\w+)\(")
+
+
+def test_every_function_the_api_table_names_exists_in_its_module() -> None:
+    rows = _ROW.findall(PAGE.read_text(encoding="utf-8"))
+    assert len(rows) >= 10
+    missing = []
+    for module_name, said in rows:
+        module = importlib.import_module(module_name)
+        missing += [
+            f"{module_name}.{name}" for name in _CALL.findall(said) if not _offers(module, name)
+        ]
+    assert missing == []
+
+
+def _offers(module: object, name: str) -> bool:
+    """A function of the module, or a method of one of its classes (`to_wire()`, `plan(...)`)."""
+    members = vars(module).values()
+    return hasattr(module, name) or any(
+        isinstance(member, type) and hasattr(member, name) for member in members
     )
