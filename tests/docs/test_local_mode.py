@@ -33,6 +33,7 @@ from support.envtest.prerequisites import required
 from support.llama_cpp import locate_llama_cpp_python
 from support.ports import free_port
 from support.tiny_llama import PIECE_TEXTS, write_tiny_llama
+from support.vendor_plugins import clean_environment, uv
 
 REPO = Path(__file__).resolve().parents[2]
 README = REPO / "examples" / "local" / "README.md"
@@ -153,3 +154,23 @@ def test_the_figures_the_page_states_are_the_code_s() -> None:
     assert WATCH_INTERVAL == 1.0
     assert "The files are watched (every second)" in page
     assert GATEWAY_STOP_GRACE > 20.0  # the gateway's own drain, then a margin
+
+
+def test_the_llama_cpp_install_step_resolves_into_the_clone_s_environment() -> None:
+    """The page's install command, run as written but with `--dry-run` (the real install
+    compiles llama.cpp for minutes; `make llama-cpp` builds the same pins for the tests)."""
+    (command,) = re.findall(r"^uv pip install .*$", README.read_text(encoding="utf-8"), re.M)
+    words = shlex.split(command)
+    pinned = (REPO / "hack" / "llama-cpp" / "requirements.in").read_text(encoding="utf-8")
+    assert words[-2] in pinned.splitlines(), (words, pinned)
+    resolved = subprocess.run(
+        [uv(), *words[1:3], "--dry-run", *words[3:]],
+        cwd=REPO,
+        env=clean_environment(),
+        capture_output=True,
+        text=True,
+        timeout=180,
+        check=False,
+    )
+    assert resolved.returncode == 0, resolved.stderr
+    assert words[-2].replace("[server]", "") in resolved.stderr + resolved.stdout
