@@ -16,7 +16,7 @@ if [[ $# -ne 2 ]]; then
   exit 2
 fi
 dist=$1 uv=$2
-packages=(noctaya-core noctaya-k8s noctaya-gateway noctaya-fetch noctaya-vendor-nvidia noctaya-vendor-ascend)
+packages=(noctaya-core noctaya-k8s noctaya-gateway noctaya-fetch noctaya-vendor-nvidia noctaya-vendor-ascend noctaya-vendor-cpu)
 
 export_args=()
 for package in "${packages[@]}"; do

@@ -124,7 +124,7 @@ LLMSERVICE_FIELDS: dict[str, dict[str, Any]] = {
 }
 
 INFERENCERUNTIME_FIELDS: dict[str, dict[str, Any]] = {
-    "spec.family": {**STRING, "default": "vllm", "enum": ["vllm"]},
+    "spec.family": {**STRING, "default": "vllm", "enum": ["vllm", "llamacpp"]},
     "spec.vendor": VENDOR,
     "spec.priority": {**INTEGER, "default": 0, "format": "int32"},
     "spec.container": OBJECT,

@@ -53,9 +53,10 @@ class LocalDevices(Protocol):
     """
 
     @property
-    def visible_devices_env(self) -> str:
+    def visible_devices_env(self) -> str | None:
         """The variable a process reads its devices from (`CUDA_VISIBLE_DEVICES`), which takes
-        a comma-separated list of the ids `local_devices` returns."""
+        a comma-separated list of the ids `local_devices` returns; None when there is none (CPU
+        cores): the devices are still budgeted, but no engine is told which are its own."""
         ...
 
     def local_devices(self) -> tuple[str, ...] | None:

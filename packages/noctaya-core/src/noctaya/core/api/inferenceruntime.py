@@ -28,7 +28,15 @@ from pydantic import ConfigDict, Field, ValidationInfo, field_validator, model_v
 
 
 class RuntimeFamily(StrEnum):
+    """The serving engine a runtime's image runs, shown in the `Family` column.
+
+    This is the one place a family is defined, and it changes nothing Noctaya renders: engine
+    arguments, health probes and metric names come from the runtime's own `container`, `health`
+    and `metrics` fields, whatever the family.
+    """
+
     VLLM = "vllm"
+    LLAMACPP = "llamacpp"
 
 
 class ContainerPort(ApiModel):
@@ -144,7 +152,7 @@ class Metrics(ApiModel):
 
 class InferenceRuntimeSpec(ApiModel):
     family: RuntimeFamily = RuntimeFamily.VLLM
-    """Serving-engine family; only vllm."""
+    """Serving-engine family: vllm or llamacpp (llama.cpp's OpenAI-compatible server)."""
     vendor: VendorName
     """The vendor plugin that renders the accelerator: nvidia and ascend are built in, others
     come from installed `noctaya.vendors` plugins and are checked when a service uses them."""

@@ -55,7 +55,12 @@ def _resources(plan: BackendPlan) -> Obj:
         requests["cpu"] = plan.cpu
     if plan.memory:
         requests["memory"] = limits["memory"] = plan.memory
-    limits.update({name: str(count) for name, count in plan.limits.items()})
+    for name, count in plan.limits.items():
+        limits[name] = str(count)
+        if name in requests:
+            # A vendor that counts a compute resource (the cpu vendor's cores) sets the request
+            # too; without a request of its own Kubernetes takes the limit as the request.
+            requests[name] = limits[name]
     resources: Obj = {}
     if requests:
         resources["requests"] = requests
