@@ -70,5 +70,27 @@ def test_the_open_ai_compatible_field_is_warned_about(
     assert "warning: spec.endpoint.openAICompatible: has no effect" in problems
 
 
+@pytest.mark.parametrize(
+    ("field", "runtime_part"),
+    [
+        ("spec.metrics", {"spec": {"metrics": {"queueDepth": "vllm:num_requests_waiting"}}}),
+        ("status", {"status": {}}),
+    ],
+)
+def test_a_runtime_field_without_effect_is_warned_about_as_the_page_says(
+    field: str, runtime_part: dict[str, Any], tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    runtime = inference_runtime("vllm-nvidia", {})
+    runtime["spec"] |= runtime_part.get("spec", {})
+    runtime |= {key: value for key, value in runtime_part.items() if key != "spec"}
+    path = tmp_path / "m.yaml"
+    path.write_text(yaml.safe_dump_all([runtime, llmservice("svc", {})]))
+    assert cli.main(["validate", "-f", str(path)]) == 0
+    warned = capsys.readouterr().err
+    assert f"InferenceRuntime vllm-nvidia: warning: {field}: has no effect" in warned
+    documented = {cells[0] for cells in rows("accepted and have no effect")}
+    assert f"InferenceRuntime {'.status' if field == 'status' else field}" in documented
+
+
 def test_the_phases_table_is_the_apis_phases() -> None:
     assert [cells[0] for cells in rows("## Phases")] == [phase.value for phase in Phase]

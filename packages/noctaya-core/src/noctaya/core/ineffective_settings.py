@@ -1,4 +1,4 @@
-"""Settings a service may hold that change nothing: accepted everywhere, worth a warning.
+"""Settings a service or runtime may hold that change nothing: accepted everywhere, worth a warning.
 
 The API server admits them and the operator plans around them without a word, so a user who
 believes `prewarm: true` downloads the model into a cache that does not exist learns it only
@@ -59,5 +59,21 @@ def ineffective_settings(service: LLMService, runtime: InferenceRuntime | None) 
         found.append(
             "spec.scaling.drainTimeout: has no effect: InferenceRuntime "
             f"{go_quote(runtime.metadata.name or '')} does not set lifecycle.preStopDrain"
+        )
+    return found
+
+
+def ineffective_runtime_settings(runtime: InferenceRuntime) -> list[str]:
+    """`field: has no effect: why` for each part of `runtime` that Noctaya never acts on."""
+    found = []
+    if runtime.spec.metrics is not None:
+        found.append(
+            "spec.metrics: has no effect: scrape metadata for your monitoring; autoscaling "
+            "uses the gateways' demand"
+        )
+    if "status" in runtime.model_fields_set:
+        found.append(
+            "status: has no effect: never written; each LLMService reports the state of the "
+            "runtime it uses"
         )
     return found

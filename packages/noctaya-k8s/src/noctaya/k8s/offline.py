@@ -21,7 +21,7 @@ from noctaya.core.api import InvalidResource, LLMService, parse_inferenceruntime
 from noctaya.core.api.json_shape import quote
 from noctaya.core.api.yaml_documents import ManifestYAMLError, read_documents
 from noctaya.core.errors import NoctayaError
-from noctaya.core.ineffective_settings import ineffective_settings
+from noctaya.core.ineffective_settings import ineffective_runtime_settings, ineffective_settings
 from noctaya.core.plan.gateway import GatewayDefaults
 from noctaya.core.plan.planner import PlanSettings
 from noctaya.core.plugins import VendorRegistry
@@ -90,9 +90,14 @@ def render_files(
         if kind == "InferenceRuntime":
             name = _name(document.body)
             where = f"{document.where}: InferenceRuntime {name}"
-            if not _decodes(parse_inferenceruntime, document.body, where, outcome.problems):
+            decoded = _decodes(parse_inferenceruntime, document.body, where, outcome.problems)
+            if decoded is None:
                 invalid_runtimes.setdefault(name, document.where)
-            elif _unique(name, name, runtimes, where, outcome.problems):
+                continue
+            outcome.warnings += [
+                Problem(where, f"warning: {text}") for text in ineffective_runtime_settings(decoded)
+            ]
+            if _unique(name, name, runtimes, where, outcome.problems):
                 runtimes[name] = dict(document.body)
         elif kind == "LLMService":
             body = _with_namespace(document.body, namespace)
