@@ -21,8 +21,10 @@ import noctaya.core, noctaya.core.plugins as plugins
 from importlib.metadata import entry_points, distributions
 from noctaya.core.vendors import AcceleratorRequest
 registry = plugins.VendorRegistry.discover()
-request = AcceleratorRequest("rt", "example.com/dev", 2)
-plans = {vendor: registry.adapter(vendor).accelerator_plan(request) for vendor in registry.vendors}
+def request(vendor):
+    # The cpu vendor takes only the cpu resource; every other vendor any extended resource.
+    return AcceleratorRequest("rt", "cpu" if vendor == "cpu" else "example.com/dev", 2)
+plans = {v: registry.adapter(v).accelerator_plan(request(v)) for v in registry.vendors}
 json.dump({
     "vendors": registry.vendors,
     "entry_points": sorted(ep.name for ep in entry_points(group=plugins.ENTRY_POINT_GROUP)),
@@ -66,7 +68,7 @@ def test_third_party_plugin_is_found_after_pip_install_alone(tmp_path: Path) -> 
         run(sys.executable, "-c", LIST_VENDORS, env=clean_environment(PYTHONPATH=str(site)))
     )
 
-    assert seen["vendors"] == ["ascend", "example", "nvidia"]
+    assert seen["vendors"] == ["ascend", "cpu", "example", "nvidia"]
     assert seen["limits"]["example"] == {"example.com/dev": 2}
     assert seen["mounts"]["example"] == ["/opt/example"]
 

@@ -74,11 +74,15 @@ def _discovery_error() -> NoctayaError:
 def test_discovery_finds_nvidia_and_ascend_through_the_workspace_entry_points() -> None:
     registry = VendorRegistry.discover()
 
-    assert registry.vendors == ("ascend", "nvidia")
+    assert registry.vendors == ("ascend", "cpu", "nvidia")
     assert isinstance(registry.adapter("nvidia"), NvidiaAdapter)
     assert isinstance(registry.adapter("ascend"), AscendAdapter)
     declared = {ep.name: ep.value for ep in entry_points(group=ENTRY_POINT_GROUP)}
-    assert declared == {"nvidia": "noctaya.vendor_nvidia", "ascend": "noctaya.vendor_ascend"}
+    assert declared == {
+        "nvidia": "noctaya.vendor_nvidia",
+        "ascend": "noctaya.vendor_ascend",
+        "cpu": "noctaya.vendor_cpu",
+    }
 
 
 def test_unknown_vendor_is_unsupported_and_lists_the_installed_vendors() -> None:
@@ -87,7 +91,7 @@ def test_unknown_vendor_is_unsupported_and_lists_the_installed_vendors() -> None
 
     assert caught.value.reason == "UnsupportedVendor"
     assert caught.value.message == (
-        'no backend adapter registered for vendor "amd"; installed vendors: [ascend nvidia]'
+        'no backend adapter registered for vendor "amd"; installed vendors: [ascend cpu nvidia]'
     )
 
 
@@ -105,7 +109,7 @@ def test_installed_distribution_adds_its_vendor(install: Installer) -> None:
 
     registry = VendorRegistry.discover()
 
-    assert registry.vendors == ("ascend", "nvidia", "probe")
+    assert registry.vendors == ("ascend", "cpu", "nvidia", "probe")
     plan = registry.adapter("probe").accelerator_plan(AcceleratorRequest("rt", "probe.io/x", 3))
     assert plan == AcceleratorPlan(vendor="probe", limits={"probe.io/x": 3})
 
@@ -114,7 +118,7 @@ def test_plugin_outside_the_vendor_entry_point_group_is_ignored(install: Install
     module = install(GOOD_PLUGIN, vendor="stray", group="noctaya.elsewhere")
     __import__(module)  # imported and hook-marked, yet not declared as a vendor
 
-    assert VendorRegistry.discover().vendors == ("ascend", "nvidia")
+    assert VendorRegistry.discover().vendors == ("ascend", "cpu", "nvidia")
 
 
 def test_two_adapters_claiming_one_vendor_are_rejected(install: Installer) -> None:
