@@ -1,11 +1,15 @@
 #!/usr/bin/env bash
-# Build the two images as OCI archives, without a container daemon or image pulls: the wheels
-# of this repository, a Debian root filesystem (build-rootfs.sh), the wheels installed into it
-# by install-wheels.sh (the Dockerfile runs the same two scripts), packed by umoci.
+# Build every image Noctaya ships as OCI archives, without a container daemon or image pulls: the
+# wheels of this repository, a Debian root filesystem (build-rootfs.sh), the wheels installed
+# into it by install-wheels.sh (the Dockerfile runs the same two scripts), packed by umoci. The
+# llama.cpp runtime image is the same root filesystem with llama-cpp-python's OpenAI server
+# (the version local mode runs) installed instead of Noctaya, from a wheel compiled for any
+# x86-64 CPU by build-llama-cpp-wheel.sh (cached: a second build does not compile again).
 #
 # Usage: images/build.sh [OUT]   (root; OUT defaults to build/images)
-# Writes OUT/noctaya-VERSION.oci.tar and OUT/noctaya-engine-stub-VERSION.oci.tar, each named for
-# `ctr images import` (io.containerd.image.name) as ghcr.io/noctaya/<image>:VERSION.
+# Writes OUT/noctaya-VERSION.oci.tar, OUT/noctaya-engine-stub-VERSION.oci.tar and
+# OUT/noctaya-llamacpp-VERSION.oci.tar, each named for `ctr images import`
+# (io.containerd.image.name) as ghcr.io/noctaya/<image>:VERSION, or REGISTRY/<image>:VERSION.
 set -euo pipefail
 
 repo=$(cd "$(dirname "$0")/.." && pwd)
@@ -33,9 +37,21 @@ work=$out/work
 rm -rf "$work"
 mkdir -p "$work/dist"
 
+llama_wheel=$(bash "$repo/images/build-llama-cpp-wheel.sh" "$uv")
 (cd "$repo" && bash images/build-wheels.sh "$work/dist" "$uv")
 bash "$repo/images/build-rootfs.sh" "$work/rootfs" "$work/shell"
+cp -a "$work/rootfs" "$work/llamacpp-rootfs"
 bash "$repo/images/install-wheels.sh" "$work/rootfs" "$work/dist" "$uv"
+# The server's locked dependencies from the index, llama-cpp-python itself from the wheel.
+mkdir "$work/llamacpp-dist"
+cp "$llama_wheel"/*.whl "$work/llamacpp-dist/"
+python3 - "$repo/hack/llama-cpp/requirements.txt" "$work/llamacpp-dist/requirements.txt" <<'PY'
+import re, sys
+source, out = sys.argv[1:]
+text = open(source).read()
+open(out, "w").write(re.sub(r"(?m)^llama-cpp-python==.*\n(    .*\n)*", "", text))
+PY
+bash "$repo/images/install-wheels.sh" "$work/llamacpp-rootfs" "$work/llamacpp-dist" "$uv"
 
 created=$(date -u -d "@${SOURCE_DATE_EPOCH:-$(git -C "$repo" log -1 --format=%ct 2>/dev/null || date +%s)}" +%Y-%m-%dT%H:%M:%SZ)
 layout=$work/oci
@@ -57,11 +73,25 @@ umoci config --image "$layout:noctaya" --tag engine-stub --no-history --created 
 umoci insert --image "$layout:engine-stub" --history.created "$created" \
   --history.created_by "busybox as /bin/sh and /bin/sleep (images/build-rootfs.sh)" "$work/shell" /
 
-for image in noctaya engine-stub; do
-  name=${image/#engine-stub/noctaya-engine-stub}
+umoci new --image "$layout:llamacpp"
+umoci insert --image "$layout:llamacpp" --history.created "$created" \
+  --history.created_by "images/build-rootfs.sh; images/build-llama-cpp-wheel.sh; images/install-wheels.sh" \
+  "$work/llamacpp-rootfs" /
+umoci config --image "$layout:llamacpp" --no-history --created "$created" \
+  --config.user 65532:65532 --config.workingdir /home/nonroot \
+  --config.env PATH=/opt/noctaya/bin:/usr/bin:/bin --config.env PYTHONDONTWRITEBYTECODE=1 \
+  --config.entrypoint python --config.entrypoint -m --config.entrypoint llama_cpp.server \
+  --config.label "org.opencontainers.image.title=noctaya-llamacpp" \
+  --config.label "org.opencontainers.image.version=$version" \
+  --config.label "org.opencontainers.image.source=$SOURCE" \
+  --config.label "org.opencontainers.image.licenses=$LICENSES"
+
+for image in noctaya engine-stub llamacpp; do
+  name=noctaya-${image#noctaya}
+  name=${name%-}
   single=$work/$name
   cp -a "$layout" "$single"
-  for other in noctaya engine-stub; do
+  for other in noctaya engine-stub llamacpp; do
     [[ $other == "$image" ]] || umoci rm --image "$single:$other"
   done
   umoci gc --layout "$single"

@@ -72,7 +72,7 @@ def test_the_local_demo_differs_from_its_cluster_twin_where_the_page_says() -> N
     cluster_runtime = documents(CLUSTER_DEMO)["InferenceRuntime"]["spec"]["container"]
     # the image: only the cluster twin's is one `make images` builds (ghcr.io/noctaya/<name>)
     built = re.findall(r"for image in ([\w -]+); do", BUILT_IMAGES.read_text())
-    assert built == ["noctaya engine-stub"]
+    assert "engine-stub" in built[0].split()
     assert cluster_runtime["image"] == "ghcr.io/noctaya/noctaya-engine-stub:0.1.0"
     assert f"`{cluster_runtime['image']}`, the one `make images` builds" in text
     assert f"`{local_runtime['image']}` here is never built" in text

@@ -24,7 +24,7 @@ OUT = REPO / "build" / "images"
 STAMP = OUT / "inputs.sha256"
 TOOLS = ("mmdebstrap", "umoci", "runc", "chroot")
 BUILD_TIMEOUT = 1800
-IMAGES = ("noctaya", "noctaya-engine-stub")
+IMAGES = ("noctaya", "noctaya-engine-stub", "noctaya-llamacpp")
 
 
 def release() -> str:
@@ -42,9 +42,14 @@ def archive(image: str) -> Path:
 
 
 def _inputs_digest() -> str:
-    """What the archives are built from: the packages, the lock and images/."""
+    """What the archives are built from: the packages, the locks and images/."""
     digest = hashlib.sha256()
-    paths = [REPO / "uv.lock", *(REPO / "images").rglob("*"), *(REPO / "packages").rglob("*")]
+    paths = [
+        REPO / "uv.lock",
+        *(REPO / "hack" / "llama-cpp").rglob("*"),
+        *(REPO / "images").rglob("*"),
+        *(REPO / "packages").rglob("*"),
+    ]
     for path in sorted(paths):
         if path.is_file() and "__pycache__" not in path.parts and path.suffix != ".pyc":
             digest.update(str(path.relative_to(REPO)).encode() + b"\0" + path.read_bytes())

@@ -161,9 +161,11 @@ class Bundle:
             _delete(name)
 
     @contextmanager
-    def serving(self, env: Mapping[str, str]) -> Iterator[subprocess.Popen[bytes]]:
+    def serving(
+        self, env: Mapping[str, str], mounts: tuple[Mount, ...] = ()
+    ) -> Iterator[subprocess.Popen[bytes]]:
         """The image's entrypoint in a container on the host's network, killed on exit."""
-        name, command = self._container(None, env, host_network=True)
+        name, command = self._container(None, env, host_network=True, mounts=mounts)
         process = subprocess.Popen(
             command, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.STDOUT
         )

@@ -16,16 +16,23 @@ from pathlib import Path
 import pytest
 from packaging.requirements import Requirement
 from support.ports import free_port
+from support.tiny_llama import write_tiny_llama
 from support.vendor_plugins import clean_environment, uv
 
 from .conftest import IMAGES, REPO, release
 from .containerd import private_containerd
-from .oci import Bundle, Layout
+from .oci import Bundle, Layout, Mount
 
 pytestmark = pytest.mark.images
 
-MAIN, ENGINE_STUB = IMAGES
-ENTRYPOINTS = {MAIN: ["noctaya-gateway"], ENGINE_STUB: ["noctaya-engine-stub"]}
+MAIN, ENGINE_STUB, LLAMACPP = IMAGES
+ENTRYPOINTS = {
+    MAIN: ["noctaya-gateway"],
+    ENGINE_STUB: ["noctaya-engine-stub"],
+    LLAMACPP: ["python", "-m", "llama_cpp.server"],
+}
+COMPILERS = ("cc", "gcc", "g++", "c++", "cmake", "ninja", "make")
+MAX_LLAMACPP_PULL_BYTES = 200 * 1024 * 1024
 SITE_PACKAGES = "opt/noctaya/lib/python3.11/site-packages"
 SHELLS = ("sh", "bash", "dash", "ash", "busybox", "zsh")
 MAX_MAIN_PULL_BYTES = 200 * 1024 * 1024
@@ -75,7 +82,7 @@ def test_archive_is_an_oci_layout_whose_blobs_match_their_digests(
 def test_the_engine_stub_image_is_the_main_image_plus_one_layer(
     layouts: dict[str, Layout],
 ) -> None:
-    main, stub = (layouts[image].manifest["layers"] for image in IMAGES)
+    main, stub = (layouts[image].manifest["layers"] for image in (MAIN, ENGINE_STUB))
     assert stub[:-1] == main
     assert len(stub) == len(main) + 1
     pull = sum(layer["size"] for layer in main)
@@ -176,6 +183,42 @@ def test_the_engine_stub_image_serves_a_streamed_chat_completion(
     assert stream.rstrip().endswith("data: [DONE]"), stream
 
 
+def test_the_llamacpp_image_serves_a_real_model_without_a_compiler(
+    layouts: dict[str, Layout], bundles: dict[str, Bundle], tmp_path: Path
+) -> None:
+    """llama-cpp-python's server, as local mode runs it, configured by its environment (the
+    server's settings read MODEL, HOST and PORT), answers with the model's own word pieces."""
+    pull = sum(layer["size"] for layer in layouts[LLAMACPP].manifest["layers"])
+    assert pull < MAX_LLAMACPP_PULL_BYTES, f"the llama.cpp image pulls {pull / 2**20:.0f} MiB"
+    rootfs = bundles[LLAMACPP].rootfs
+    bins = ("usr/bin", "usr/local/bin")
+    found = [c for c in COMPILERS for d in bins if (rootfs / d / c).exists()]
+    assert found == []
+    (tmp_path / "models").mkdir()
+    model = write_tiny_llama(tmp_path / "models" / "tiny-llama.gguf")
+    model.chmod(0o644)  # read by the image's user
+    port = free_port()
+    base = f"http://127.0.0.1:{port}"
+    env = {"MODEL": "/models/tiny-llama.gguf", "HOST": "127.0.0.1", "PORT": str(port)}
+    mounts = (Mount("/models", model.parent, read_only=True),)
+    with bundles[LLAMACPP].serving(env, mounts) as container:
+        deadline = time.monotonic() + STARTUP_TIMEOUT
+        while not _healthy(f"{base}/v1/models"):
+            assert container.poll() is None, container.communicate()[0].decode()
+            assert time.monotonic() < deadline, "the llama.cpp server did not start"
+            time.sleep(0.2)
+        body = json.dumps(
+            {"messages": [{"role": "user", "content": "hi"}], "max_tokens": 4}
+        ).encode()
+        request = urllib.request.Request(
+            f"{base}/v1/chat/completions", body, {"Content-Type": "application/json"}
+        )
+        with urllib.request.urlopen(request, timeout=STARTUP_TIMEOUT) as response:
+            answer = json.load(response)
+    assert answer["usage"]["completion_tokens"] == 4, answer
+    assert answer["choices"][0]["message"]["content"].strip(), answer
+
+
 def _healthy(url: str) -> bool:
     try:
         with urllib.request.urlopen(url, timeout=1) as response:
@@ -265,5 +308,5 @@ def test_the_dockerfile_builds_what_build_sh_builds(layouts: dict[str, Layout]) 
     assert f"USER {main['User']}\n" in instructions
     assert f"WORKDIR {main['WorkingDir']}\n" in instructions
     assert f"ENV {' '.join(main['Env'])}\n" in instructions
-    for image, entrypoint in ENTRYPOINTS.items():
-        assert f'ENTRYPOINT ["{entrypoint[0]}"]' in instructions, image
+    for image in (MAIN, ENGINE_STUB):  # the llama.cpp image comes from build.sh only
+        assert f'ENTRYPOINT ["{ENTRYPOINTS[image][0]}"]' in instructions, image
