@@ -4,7 +4,7 @@ UV_VERSION := 0.13.8
 export UV_PYTHON_DOWNLOADS := never
 UV := $(shell command -v uv 2>/dev/null || echo .tools/bin/uv)
 
-.PHONY: test sync control-plane helm test-packages llama-cpp lint crds docs proto demo cluster-deps cluster images matrix
+.PHONY: test sync control-plane helm test-packages llama-cpp lint crds docs proto demo cluster-deps cluster images matrix dist
 
 $(UV):
 	python3 -m venv .tools && .tools/bin/pip install -q uv==$(UV_VERSION)
@@ -73,6 +73,12 @@ docs: sync
 	.venv/bin/python hack/gen-metrics-docs.py
 	.venv/bin/python hack/gen-metrics-docs.py --page gateway-settings
 	.venv/bin/mkdocs build --strict -d site
+
+# A wheel and an sdist of every distribution under packages/ into dist/ (DIST=DIR for another
+# folder), each wheel built from its sdist: `pip install dist/*.whl` installs Noctaya without a
+# clone, its dependencies from the package index. tests/release installs what this builds.
+dist: $(UV)
+	$(UV) build --all-packages --clear --out-dir $(or $(DIST),dist)
 
 proto: sync
 	.venv/bin/python hack/gen-scaler-proto.py
