@@ -234,6 +234,7 @@ IMAGE_PACKAGES = (
     "noctaya-fetch",
     "noctaya-vendor-nvidia",
     "noctaya-vendor-ascend",
+    "noctaya-vendor-cpu",
 )
 """What runs in a cluster; local mode (noctaya-local, with grpcio and protobuf) is not carried."""
 

@@ -81,7 +81,7 @@ def _load(profile: str) -> tuple[InferenceRuntime, LLMService]:
 def test_every_example_file_belongs_to_a_known_profile_and_validates() -> None:
     files = sorted(EXAMPLES.rglob("*.yaml"))
     folders = {str(path.parent.relative_to(EXAMPLES)) for path in files}
-    assert folders == {*PROFILES, "local", "local/multi-model", "box"}
+    assert folders == {*PROFILES, "cpu", "local", "local/multi-model", "box"}
     for path in files:
         for document in yaml.safe_load_all(path.read_text(encoding="utf-8")):
             parse = parse_llmservice if document["kind"] == "LLMService" else parse_inferenceruntime

@@ -102,5 +102,5 @@ def test_pip_installed_vendor_serves_its_runtimes_and_an_uninstalled_one_is_unsu
     assert (ready["status"], ready["reason"]) == ("False", "UnsupportedVendor")
     assert ready["message"] == (
         'no backend adapter registered for vendor "acme"; '
-        "installed vendors: [ascend example nvidia]"
+        "installed vendors: [ascend cpu example nvidia]"
     )
