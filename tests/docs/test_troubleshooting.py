@@ -7,7 +7,9 @@ from pathlib import Path
 
 import pytest
 from noctaya.core import observation
+from noctaya.core.plugins import VendorRegistry
 from noctaya.k8s import cli
+from noctaya.k8s.offline import render_files
 
 from .status_reasons import code_reasons
 
@@ -82,3 +84,70 @@ def test_gateway_config_is_said_to_come_from_planning_not_from_a_running_operato
     code = cli.main(["validate", "-f", str(examples), "--gateway-replicas=-1"])
     assert code == 1
     assert "GatewayConfig: gateway replicas must be at least 1" in capsys.readouterr().err
+
+
+def _selectors() -> dict[str, str]:
+    """The `-l` selector of each entry's kubectl command that names a service's backend pods."""
+    found = {}
+    for reason in ("Starting", "CrashLoopBackOff"):
+        (selector,) = re.findall(r"`kubectl [^`]*?-l (\S+)[^`]*`", section(reason))
+        found[reason] = selector
+    return found
+
+
+def _matches(selector: str, labels: dict[str, str]) -> bool:
+    """kubectl's equality- and existence-based label selector (`k=v`, `k==v`, `k!=v`, `k`,
+    `!k`, comma-separated, all must hold)."""
+    for term in selector.split(","):
+        if "!=" in term:
+            key, value = term.split("!=")
+            ok = labels.get(key) != value
+        elif "=" in term:
+            key, value = term.replace("==", "=").split("=")
+            ok = labels.get(key) == value
+        elif term.startswith("!"):
+            ok = term[1:] not in labels
+        else:
+            ok = term in labels
+        if not ok:
+            return False
+    return True
+
+
+def test_the_backend_pod_selectors_match_backend_pods_and_not_the_prewarm_job_pod() -> None:
+    """Rendered in-process as the operator would: the a10 example prewarms, so it has a Job."""
+    outcome = render_files(
+        [PAGE.parents[1] / "examples" / "nvidia" / "a10"],
+        VendorRegistry.discover(),
+        gateway_image="gateway:test",
+        gateway_replicas=1,
+        namespace="ai",
+    )
+    assert outcome.problems == []
+    objects = {(o["kind"], o["metadata"]["name"]): o for o in outcome.objects}
+    backend = objects["Deployment", "qwen3-8b-a10"]
+    templates = {
+        "backend": backend["spec"]["template"],
+        "job": objects["Job", "qwen3-8b-a10-prewarm"]["spec"]["template"],
+        "gateway": objects["Deployment", "qwen3-8b-a10-gateway"]["spec"]["template"],
+    }
+    containers = {
+        tier: {c["name"] for c in template["spec"]["containers"]}
+        for tier, template in templates.items()
+    }
+    assert "serving" in containers["backend"]
+    assert "serving" not in containers["job"]
+    for reason, selector in _selectors().items():
+        matched = {
+            tier
+            for tier, template in templates.items()
+            if _matches(selector, template["metadata"]["labels"])
+        }
+        assert matched == {"backend"}, reason
+    # Why `kubectl logs deployment/…` is no substitute: the Deployment's selector takes the Job's
+    # pod too.
+    deployment_selector = ",".join(
+        f"{k}={v}" for k, v in backend["spec"]["selector"]["matchLabels"].items()
+    )
+    assert _matches(deployment_selector, templates["job"]["metadata"]["labels"])
+    assert "that selector matches the Job's pod too" in section("CrashLoopBackOff")
