@@ -155,3 +155,12 @@ def test_the_oci_example_is_a_service_the_operator_plans_with_a_staging_job() ->
     (job,) = find(objects, "Job", "-prewarm")
     assert find(objects, "PersistentVolumeClaim")
     assert "registry-pull" in json.dumps(job["spec"]["template"]["spec"]["volumes"])
+
+
+def test_a_changed_backend_rolls_out_with_kubernetes_default_surge() -> None:
+    """The node pinning advice: the backend Deployment sets no update strategy of its own, so a
+    running replica's replacement starts before it stops."""
+    (backend,) = find(rendered(A10), "Deployment", "qwen3-8b-a10")
+    assert "strategy" not in backend["spec"]
+    text = " ".join(PAGE.read_text().split())
+    assert "default rolling update starts the new Pod before it stops the old one" in text

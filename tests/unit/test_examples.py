@@ -117,6 +117,39 @@ def test_service_pins_its_runtime_and_prewarms_a_node_local_cache(profile: str) 
     assert service.spec.scaling.min == 0
 
 
+def _every_document() -> list[dict[str, object]]:
+    return [
+        document
+        for path in sorted(EXAMPLES.rglob("*.yaml"))
+        for document in yaml.safe_load_all(path.read_text(encoding="utf-8"))
+        if document
+    ]
+
+
+def test_a_node_local_cache_serves_one_replica_unless_the_runtime_pins_one_node() -> None:
+    """docs/caches.md: a `NodeLocalPVC` claim is `ReadWriteOnce`, attached to one node at a time;
+    several replicas need a node selector narrowed to one node with room for all of them, or
+    `SharedPVC`. No example runtime names a node, so every example on such a cache runs one."""
+    documents = _every_document()
+    runtimes = {
+        runtime.metadata.name: runtime
+        for runtime in (
+            parse_inferenceruntime(d) for d in documents if d["kind"] == "InferenceRuntime"
+        )
+    }
+    services = [parse_llmservice(d) for d in documents if d["kind"] == "LLMService"]
+    node_local = [s for s in services if s.spec.cache.strategy is CacheStrategy.NODE_LOCAL_PVC]
+    assert {s.metadata.name for s in node_local} >= {"qwen3-8b-a10", "qwen3-32b-a100"}
+    for service in node_local:
+        runtime = runtimes[service.spec.runtime.name or ""]
+        if "kubernetes.io/hostname" in runtime.spec.accelerator.node_selector:
+            continue
+        assert service.spec.scaling.max == 1, service.metadata.name
+    page = " ".join((EXAMPLES.parent / "docs" / "caches.md").read_text(encoding="utf-8").split())
+    assert "narrow the runtime's `accelerator.nodeSelector` to a node" in page
+    assert "otherwise use `SharedPVC`" in page
+
+
 @pytest.mark.parametrize("profile", ["ascend/910b3", "ascend/310p-duo", "ascend/310p-pro"])
 def test_ascend_runtimes_start_vllm_serve_explicitly(profile: str) -> None:
     runtime, _ = _load(profile)
