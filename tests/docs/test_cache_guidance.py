@@ -164,3 +164,60 @@ def test_a_changed_backend_rolls_out_with_kubernetes_default_surge() -> None:
     assert "strategy" not in backend["spec"]
     text = " ".join(PAGE.read_text().split())
     assert "default rolling update starts the new Pod before it stops the old one" in text
+
+
+def concepts_prewarm_rows() -> dict[str, str]:
+    """Concepts' table of what a backend does while the prewarm Job runs, per strategy."""
+    page = (REPO / "docs" / "concepts.md").read_text()
+    section = page.split("## Caches and prewarm", 1)[1].split("\n## ", 1)[0]
+    return dict(re.findall(r"^\| `(\w+)` \| (.+?) \|$", section, re.MULTILINE))
+
+
+def init_containers(objects: list[dict[str, Any]]) -> list[str]:
+    (backend,) = find(objects, "Deployment", "svc")
+    pod = backend["spec"]["template"]["spec"]
+    return [c["name"] for c in pod.get("initContainers", [])]
+
+
+def test_concepts_says_per_strategy_whether_a_backend_waits_for_the_prewarm_job(
+    tmp_path: Path,
+) -> None:
+    rows = concepts_prewarm_rows()
+    assert set(rows) == {"NodeLocalPVC", "SharedPVC", "HostPath", "None"}
+    for strategy, row in rows.items():
+        objects = with_cache(tmp_path, {"strategy": strategy, "prewarm": True})
+        if strategy == "None":
+            assert not find(objects, "Job")
+            assert row.startswith("no Job")
+            continue
+        assert find(objects, "Job", "-prewarm"), strategy
+        waits = "wait-for-prewarm" in init_containers(objects)
+        assert row.startswith("waits:" if waits else "does not wait:"), strategy
+        assert "fetch-model" not in init_containers(objects), strategy
+        (backend,) = find(objects, "Deployment", "svc")
+        (serving,) = backend["spec"]["template"]["spec"]["containers"]
+        (cache,) = [m for m in serving["volumeMounts"] if m["name"] == "model-cache"]
+        assert bool(cache.get("readOnly")) == ("mounts the cache read-only" in row), strategy
+
+
+def test_the_backends_of_an_oci_model_wait_or_fetch_as_concepts_and_caches_say(
+    tmp_path: Path,
+) -> None:
+    oci = {"uri": "oci://registry.example.com/models/qwen3-8b@sha256:" + "0" * 64}
+    service = llmservice("svc", {"runtime": {"name": "vllm-nvidia-a10"}, "model": {"source": oci}})
+    for strategy, init in (
+        ("NodeLocalPVC", "wait-for-prewarm"),
+        ("SharedPVC", "wait-for-prewarm"),
+        ("HostPath", "fetch-model"),
+    ):
+        service["spec"]["cache"] = {"strategy": strategy}
+        path = tmp_path / "oci.yaml"
+        path.write_text(yaml.safe_dump(service))
+        assert init_containers(rendered(A10 / "runtime.yaml", path)) == [init], strategy
+    concepts = " ".join((REPO / "docs" / "concepts.md").read_text().split())
+    assert (
+        "on a claim (`NodeLocalPVC`, `SharedPVC`) the backend waits for the model's marker, on "
+        "`HostPath` it fetches the model itself in an init container `fetch-model`"
+    ) in concepts
+    caches = " ".join(PAGE.read_text().split())
+    assert "A hub model on `NodeLocalPVC` or `HostPath` waits for nothing" in caches
