@@ -198,3 +198,45 @@ def test_when_a_backend_stops_names_the_grace_and_each_services_stabilization() 
     local_mode = " ".join((REPO / "examples" / "local" / "README.md").read_text().split())
     assert "holds demand for 15 s (activation grace)" in local_mode
     assert "stops a cooldown after its last request ends, or after that grace" in local_mode
+
+
+def _label_rows() -> dict[str, str]:
+    """The cluster part's table of the node labels the examples select and who sets each."""
+    part = PAGE.read_text(encoding="utf-8").split("## On a cluster", 1)[1]
+    table = part.split("| Label the examples select | Set by |", 1)[1].split("\n\n", 1)[0]
+    return dict(re.findall(r"^\| `([^`]+)` \| (.+) \|$", table, re.MULTILINE))
+
+
+def test_the_cluster_part_says_who_sets_every_node_label_the_examples_select() -> None:
+    selected: dict[str, set[str]] = {}
+    for path in sorted((REPO / "examples").rglob("*.yaml")):
+        for doc in yaml.safe_load_all(path.read_text(encoding="utf-8")):
+            if doc and doc["kind"] == "InferenceRuntime":
+                selector = doc["spec"].get("accelerator", {}).get("nodeSelector", {})
+                for key, value in selector.items():
+                    selected.setdefault(key, set()).add(value)
+    rows = _label_rows()
+    assert set(rows) == set(selected)
+    assert "GPU Feature Discovery" in rows["nvidia.com/gpu.product"]
+    assert "device plugin itself sets no labels" in rows["nvidia.com/gpu.product"]
+    assert "MindCluster" in rows["accelerator"]
+    assert (
+        "kubectl label node <node> serving.noctaya.io/ascend-product="
+        in rows["serving.noctaya.io/ascend-product"]
+    )
+    for key, values in selected.items():  # every value an example uses is named in its row
+        assert all(f"`{value}`" in rows[key] for value in values), key
+    assert "an on-premises A10" in rows["nvidia.com/gpu.product"]
+
+
+def test_the_cluster_part_says_a_cache_claim_needs_a_storage_class() -> None:
+    """The a10 example's claim names no class: the cluster's default StorageClass serves it."""
+    (claim,) = [o for o in rendered(A10_SERVICE.parent) if o["kind"] == "PersistentVolumeClaim"]
+    assert "storageClassName" not in claim["spec"]
+    text = page()
+    assert (
+        "A model cache on a claim (`NodeLocalPVC`, the default, or `SharedPVC`) needs a default "
+        "StorageClass"
+    ) in text
+    assert "or one named in the service's `spec.cache.storageClassName`" in text
+    assert "for `SharedPVC`, one that offers `ReadWriteMany`" in text

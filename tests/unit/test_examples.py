@@ -20,13 +20,13 @@ PROFILES = {
         "vendor": "nvidia",
         "image": "vllm/vllm-openai:v0.25.1",
         "resource": "nvidia.com/gpu",
-        "labels": {"nvidia.com/gpu.product": "NVIDIA-A10"},
+        "labels": {"nvidia.com/gpu.product": "NVIDIA-A10G"},
     },
     "nvidia/a100": {
         "vendor": "nvidia",
         "image": "vllm/vllm-openai:v0.25.1",
         "resource": "nvidia.com/gpu",
-        "labels": {"nvidia.com/gpu.product": "NVIDIA-A100"},
+        "labels": {"nvidia.com/gpu.product": "NVIDIA-A100-SXM4-80GB"},
     },
     "ascend/910b3": {
         "vendor": "ascend",
