@@ -79,3 +79,24 @@ def _offers(module: object, name: str) -> bool:
     return hasattr(module, name) or any(
         isinstance(member, type) and hasattr(member, name) for member in members
     )
+
+
+def test_the_install_steps_build_with_make_dist_and_name_wheels_it_builds() -> None:
+    """`make dist` builds every distribution under packages/ (tests/release installs what it
+    builds); the page installs the core's and the vendor adapters' wheels from dist/."""
+    text = PAGE.read_text(encoding="utf-8")
+    block = text.split("## Installing the core", 1)[1].split("```sh\n", 1)[1].split("```", 1)[0]
+    build, install = block.splitlines()
+    assert build.split("#")[0].split() == ["make", "dist"]
+    assert "uv build" not in text
+    makefile = (REPO / "Makefile").read_text(encoding="utf-8")
+    assert re.search(
+        r"^dist: .*\n\t\$\(UV\) build --all-packages .*--out-dir \$\(or \$\(DIST\),dist\)",
+        makefile,
+        re.MULTILINE,
+    )
+    distributions = {path.name.replace("-", "_") for path in (REPO / "packages").iterdir()}
+    wheels = re.findall(r"dist/(\w+)-\*\.whl", install)
+    assert wheels
+    assert set(wheels) <= distributions
+    assert {"noctaya_core", "noctaya_vendor_nvidia", "noctaya_vendor_ascend"} <= set(wheels)
