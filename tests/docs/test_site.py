@@ -9,6 +9,9 @@ import subprocess
 import sys
 from pathlib import Path
 
+from noctaya.core.api.inferenceruntime import RuntimeFamily
+from noctaya.core.plugins import VendorRegistry
+
 REPO = Path(__file__).resolve().parents[2]
 DOCS = REPO / "docs"
 MKDOCS = Path(sys.executable).with_name("mkdocs")
@@ -40,3 +43,18 @@ def test_yaml_on_every_page_is_included_from_the_repository_not_copied() -> None
         if language == "yaml" and not _SNIPPET.match(body.strip())
     ]
     assert copies == []
+
+
+def test_the_introduction_names_the_engines_a_backend_runs_not_only_vllm() -> None:
+    """A runtime's image is any OpenAI-compatible engine; the families and the cpu vendor the
+    README and the manual's first page name exist."""
+    assert {family.value for family in RuntimeFamily} == {"vllm", "llamacpp"}
+    assert "cpu" in VendorRegistry.discover().vendors
+    for page in (REPO / "README.md", DOCS / "index.md"):
+        intro = " ".join(page.read_text(encoding="utf-8").split("\n\n")[1].split())
+        assert "vLLM backend" not in intro, page
+        assert "a backend that runs the runtime's serving engine (vLLM" in intro, page
+        assert "llama.cpp's server on CPU-only nodes through the `cpu` vendor" in intro, page
+    written = [page for page in DOCS.rglob("*.md") if page != DOCS / "reference" / "api.md"]
+    for page in written:  # the API reference is generated from the models' docstrings
+        assert "vLLM backend" not in page.read_text(encoding="utf-8"), page
