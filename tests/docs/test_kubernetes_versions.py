@@ -47,8 +47,11 @@ def test_the_charts_kube_version_starts_at_the_oldest_tested_release() -> None:
     text = PAGE.read_text()
     assert f"from **{minor(matrix()[0])}**" in text
     assert f"`kubeVersion` is `>={minor(matrix()[0])}.0-0`" in text
-    faq = (REPO / "docs" / "faq.md").read_text()
-    assert f"{minor(matrix()[0])} and newer: [Kubernetes versions]" in faq
+    faq = " ".join((REPO / "docs" / "faq.md").read_text().split())
+    tested = f"tested on, {minor(matrix()[0])} to {minor(matrix()[-1])}: [Kubernetes versions]"
+    assert tested in faq
+    below = minor(pins("kubernetes-matrix.env")["KUBERNETES_BELOW_MATRIX"])
+    assert f"says why {below} and older refuse the CRDs" in faq
 
 
 def test_the_release_below_is_the_one_the_page_says_fails() -> None:
@@ -68,3 +71,14 @@ def test_make_test_runs_the_oldest_and_make_matrix_runs_them_all() -> None:
     assert "bash hack/test-kubernetes-matrix.sh" in recipe("matrix")
     for command in ("make matrix", "bash hack/test-kubernetes-matrix.sh --oldest"):
         assert command in PAGE.read_text()
+
+
+def test_the_manual_states_keda_support_as_the_release_the_tests_run() -> None:
+    """KEDA is the release pinned for the integration tests and the end-to-end cluster, which
+    shares it (cluster-versions.env); the manual names that release, not a range."""
+    keda = pins("control-plane-versions.env")["KEDA_VERSION"]
+    assert "KEDA_VERSION" not in pins("cluster-versions.env")  # shared, not pinned twice
+    for page in ("faq.md", "getting-started.md", "operations/index.md"):
+        text = " ".join((REPO / "docs" / page).read_text().split())
+        assert f"tested with KEDA {keda}" in text, page
+        assert "any 2.x" not in text, page

@@ -58,3 +58,24 @@ def test_the_introduction_names_the_engines_a_backend_runs_not_only_vllm() -> No
     written = [page for page in DOCS.rglob("*.md") if page != DOCS / "reference" / "api.md"]
     for page in written:  # the API reference is generated from the models' docstrings
         assert "vLLM backend" not in page.read_text(encoding="utf-8"), page
+
+
+_HISTORY_OR_HARNESS = re.compile(
+    r"\bused to be\b|\bpreviously\b|\bas before\b|\bsince v?0\.\d|\bno longer supported\b"
+    r"|\bthe box\b|\bthe tests' (?:cluster|nodes?)\b",
+    re.IGNORECASE,
+)
+
+
+def test_pages_speak_to_the_user_without_history_or_the_test_harness() -> None:
+    """History belongs in CHANGELOG.md; a page says how something is verified in one sentence at
+    most, and never narrates the test cluster."""
+    pages = [*sorted(DOCS.rglob("*.md")), REPO / "README.md", REPO / "examples" / "README.md"]
+    found = [
+        f"{page.relative_to(REPO)}: {match[0]}"
+        for page in pages
+        for match in _HISTORY_OR_HARNESS.finditer(
+            " ".join(page.read_text(encoding="utf-8").split())
+        )
+    ]
+    assert found == []
