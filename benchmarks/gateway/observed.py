@@ -1,7 +1,7 @@
 """The gateway with a loop-lag sampler and `gc` pause accounting, switched by signals so that only
 the measured load is observed (not imports, startup or warm-up): where a p99 comes from.
 
-    python -m benchmarks.gateway.observed STATS_FILE [noctaya-gateway arguments]
+    [BENCH_WITHOUT=change,...] python -m benchmarks.gateway.observed STATS_FILE [arguments]
 
 SIGUSR1 starts observing; SIGUSR2 stops and writes JSON to STATS_FILE: the event loop's lag
 (how late a 5 ms timer fires: p50, p99, max) and the collector's runs per generation with their
@@ -13,6 +13,7 @@ from __future__ import annotations
 import asyncio
 import gc
 import json
+import os
 import sys
 import time
 from typing import Any
@@ -77,6 +78,11 @@ def _at(values: list[float], quantile: float) -> float:
 
 
 def main() -> int:
+    if os.environ.get("BENCH_WITHOUT"):  # this tree with some of its changes undone
+        from benchmarks.gateway import without  # imports hypercorn: only when asked
+
+        if not without.undo_named():
+            return 2
     observer = Observer()
 
     def write(path: str) -> None:

@@ -60,18 +60,30 @@ UNDO: dict[str, Callable[[], None]] = {
         "stream_send",
         "hypercorn.protocol.h2.H2Protocol",
     ),
+    "body-frames": _restore(
+        "noctaya.gateway.server.patches.body_frames.BodyFramesH11Protocol",
+        "stream_send",
+        "hypercorn.protocol.h11.H11Protocol",
+    ),
 }
 """Each measurable change, by name, and how to undo it."""
 
 
-def main() -> int:
+def undo_named() -> bool:
+    """Undo the changes `BENCH_WITHOUT` names; False, having undone none, if one is unknown."""
     names = [name for name in os.environ.get(ENVIRONMENT, "").split(",") if name]
     unknown = [name for name in names if name not in UNDO]
     if unknown:
         print(f"{ENVIRONMENT}: unknown change(s) {', '.join(unknown)}", file=sys.stderr)
-        return 2
+        return False
     for name in names:
         UNDO[name]()
+    return True
+
+
+def main() -> int:
+    if not undo_named():
+        return 2
     return cli.main(sys.argv[1:])
 
 
