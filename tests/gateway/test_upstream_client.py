@@ -11,6 +11,7 @@ from collections.abc import AsyncIterator
 import aiohttp
 import pytest
 from noctaya.gateway.upstream import UpstreamClosed, UpstreamPool
+from noctaya.gateway.upstream.connection import Http1Connection
 
 from .conftest import StartGateway
 from .raw_backend import Handler, StartBackend, health_then, read_request
@@ -349,3 +350,29 @@ async def test_a_connection_attempt_whose_syn_is_lost_is_made_again_on_a_new_soc
     finally:
         server.close()
         await pool.close()
+
+
+async def test_body_pieces_that_arrived_while_the_reader_was_away_come_as_one() -> None:
+    """A relay that fell behind its backend catches up in one write to its client."""
+
+    class Transport:
+        def write(self, data: bytes) -> None:
+            pass
+
+        def close(self) -> None:
+            pass
+
+    connection = Http1Connection(read_timeout=60, head_timeout=10)
+    connection.connection_made(Transport())  # type: ignore[arg-type]
+    connection.begin(head_request=False)
+    connection.data_received(b"HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\n")
+    await connection.read_head()
+    connection.data_received(b"3\r\none\r\n")
+    connection.data_received(b"3\r\ntwo\r\n")
+    assert await connection.read_chunk() == b"onetwo"
+    reading = asyncio.ensure_future(connection.read_chunk())
+    await asyncio.sleep(0)
+    connection.data_received(b"5\r\nthree\r\n0\r\n\r\n")
+    assert await reading == b"three"
+    assert await connection.read_chunk() == b""
+    connection.release()

@@ -147,3 +147,30 @@ def test_oversized_head_is_refused_whether_or_not_it_is_complete(end: bytes) -> 
     parser.start(head_request=False)
     with pytest.raises(ProtocolError, match="too large"):
         _events(parser, b"HTTP/1.1 200 OK\r\nX: " + b"a" * 70_000 + end)
+
+
+def test_chunks_that_arrive_together_come_out_as_one_piece() -> None:
+    """A stream's tokens read from the backend in one go are relayed in one write."""
+    parser = ResponseParser()
+    parser.start(head_request=False)
+    parser.feed(b"HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\n")
+    assert isinstance(parser.next_event(), Head)
+    parser.feed(b"7\r\ndata: 1\r\n7\r\ndata: 2\r\n7\r\ndata: 3\r\n4\r\nda")
+    assert parser.next_event() == b"data: 1data: 2data: 3da"
+    assert parser.next_event() is NEED_DATA
+    parser.feed(b"ta\r\n0\r\n\r\n")
+    assert parser.next_event() == b"ta"
+    assert parser.next_event() is END
+    assert parser.reusable
+
+
+def test_a_fault_behind_good_chunks_comes_after_their_data() -> None:
+    """What the backend sent well before it broke the framing is still handed over, as it was
+    when each chunk was its own event; the fault is raised on the next call."""
+    parser = ResponseParser()
+    parser.start(head_request=False)
+    parser.feed(b"HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\n5\r\nhello\r\nzz\r\n")
+    assert isinstance(parser.next_event(), Head)
+    assert parser.next_event() == b"hello"
+    with pytest.raises(ProtocolError, match="chunk size"):
+        parser.next_event()

@@ -35,7 +35,9 @@ class SendDeadline:
 
     async def __call__(self, message: Message) -> None:
         self._began = began = self._loop.time()
-        self._task = asyncio.current_task()
+        # The loop given: without it, asking for the running loop is a getpid() system call
+        # on every write.
+        self._task = asyncio.current_task(self._loop)
         if self._timer is None:
             self._arm(began)
         try:

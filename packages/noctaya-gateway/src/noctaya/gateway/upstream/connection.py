@@ -144,8 +144,11 @@ class Http1Connection(asyncio.Protocol):
         return await self._head
 
     async def read_chunk(self) -> bytes:
-        """The next piece of the body, b"" once it has ended; raises if it broke off."""
-        while not self._chunks:
+        """What has arrived of the body and was not handed out yet, b"" once it has ended;
+        raises if it broke off. Pieces that arrived while the reader was busy come as one: a
+        relay that fell behind catches up in one write to its client, not one per piece."""
+        chunks = self._chunks
+        while not chunks:
             if self.body_ended:
                 return b""
             if self._error is not None:
@@ -155,7 +158,11 @@ class Http1Connection(asyncio.Protocol):
                 await self._waiter
             finally:
                 self._waiter = None
-        chunk = self._chunks.popleft()
+        if len(chunks) == 1:
+            chunk = chunks.popleft()
+        else:
+            chunk = b"".join(chunks)
+            chunks.clear()
         self._buffered -= len(chunk)
         if self._reading_paused and self._buffered < LOW_WATER and self._transport is not None:
             self._reading_paused = False

@@ -56,6 +56,8 @@ class _Chunk(enum.Enum):
     TRAILER = "trailer"
 
 
+_SIZE, _DATA, _DATA_END, _TRAILER = _Chunk.SIZE, _Chunk.DATA, _Chunk.DATA_END, _Chunk.TRAILER
+
 END = object()
 """Event: the response body is complete."""
 NEED_DATA = object()
@@ -225,52 +227,80 @@ class ResponseParser:
         return NEED_DATA
 
     def _chunked_body(self) -> bytes | object:
-        while True:
-            if self._chunk is _Chunk.DATA:
-                if not self._buffer:
-                    return self._need_more()
-                piece = bytes(self._buffer[: self._remaining])
-                del self._buffer[: len(piece)]
-                self._remaining -= len(piece)
-                if self._remaining == 0:
-                    self._chunk = _Chunk.DATA_END
-                return piece
-            if self._chunk is _Chunk.TRAILER:
-                trailer = self._lines(MAX_HEAD, "trailer section")
-                if trailer is None:
-                    return self._need_more()
-                _headers(trailer)  # checked like any header section, then dropped
-                self.complete = True
-                return END
-            if self._chunk is _Chunk.DATA_END:
-                crlf = bytes(self._buffer[:2])
-                if crlf != b"\r\n"[: len(crlf)]:
-                    raise ProtocolError("chunk data longer than its size")
-                if len(crlf) < 2:
-                    return self._need_more()
-                del self._buffer[:2]
-                self._chunk = _Chunk.SIZE
-                continue
-            line = self._chunk_line()
-            if line is None:
-                return self._need_more()
-            size = _CHUNK_SIZE.fullmatch(line)
-            if size is None:
-                raise ProtocolError("malformed chunk size")
-            self._remaining = int(size.group(1), 16)
-            self._chunk = _Chunk.DATA if self._remaining else _Chunk.TRAILER
-
-    def _chunk_line(self) -> bytes | None:
-        end = self._buffer.find(b"\r\n")
-        if end < 0:
-            if len(self._buffer) > MAX_CHUNK_LINE:
-                raise ProtocolError("chunk line too long")
-            return None
-        if end > MAX_CHUNK_LINE:
-            raise ProtocolError("chunk line too long")
-        line = bytes(self._buffer[:end])
-        del self._buffer[: end + 2]
-        return line
+        """The data of every chunk the buffer holds, as one piece (a stream's tokens that
+        arrived together leave together), END, or NEED_DATA; the buffer is consumed once, at
+        the end. A fault after good data is raised on the next call, once that data is out.
+        Called for every token of a stream, so the common case, whole chunks, is one step each."""
+        buffer = self._buffer
+        if not buffer:
+            return self._need_more()
+        pieces: list[bytes] = []
+        at = 0
+        size = len(buffer)
+        state = self._chunk
+        try:
+            while True:
+                if state is _SIZE:
+                    line_end = buffer.find(b"\r\n", at)
+                    if line_end < 0:
+                        if size - at > MAX_CHUNK_LINE:
+                            raise ProtocolError("chunk line too long")
+                        break
+                    if line_end - at > MAX_CHUNK_LINE:
+                        raise ProtocolError("chunk line too long")
+                    match = _CHUNK_SIZE.fullmatch(buffer, at, line_end)
+                    if match is None:
+                        raise ProtocolError("malformed chunk size")
+                    at = line_end + 2
+                    remaining = int(match.group(1), 16)
+                    if not remaining:
+                        state = _TRAILER
+                        continue
+                    data_end = at + remaining
+                    if data_end + 2 <= size and buffer[data_end : data_end + 2] == b"\r\n":
+                        pieces.append(bytes(buffer[at:data_end]))  # the chunk whole
+                        at = data_end + 2
+                        continue
+                    self._remaining = remaining
+                    state = _DATA
+                elif state is _DATA:
+                    if at == size:
+                        break
+                    end = min(size, at + self._remaining)
+                    pieces.append(bytes(buffer[at:end]))
+                    self._remaining -= end - at
+                    at = end
+                    if self._remaining == 0:
+                        state = _DATA_END
+                elif state is _DATA_END:
+                    crlf = bytes(buffer[at : at + 2])
+                    if crlf != b"\r\n"[: len(crlf)]:
+                        raise ProtocolError("chunk data longer than its size")
+                    if len(crlf) < 2:
+                        break
+                    at += 2
+                    state = _SIZE
+                else:  # the trailer section, read as a head is
+                    if pieces:
+                        break  # the data first; the trailer on the next call
+                    del buffer[:at]
+                    at = 0
+                    trailer = self._lines(MAX_HEAD, "trailer section")
+                    if trailer is None:
+                        return self._need_more()
+                    _headers(trailer)  # checked like any header section, then dropped
+                    self.complete = True
+                    return END
+        except ProtocolError:
+            if not pieces:
+                raise
+            # The fault stays in the buffer, where the next call meets it again.
+        finally:
+            self._chunk = state
+            del buffer[:at]
+        if pieces:
+            return pieces[0] if len(pieces) == 1 else b"".join(pieces)
+        return self._need_more()
 
     def _need_more(self) -> object:
         if self._eof:
