@@ -7,7 +7,8 @@ long, so a client trickling header bytes holds its connection, its task and up t
 head must be complete within `HEAD_TIMEOUT` of its first byte arriving (10 s, the reference
 implementation's header timeout); past that the connection is closed without an answer, since
 h11 can answer only a request it has read. Idle connections keep the keep-alive budget. The
-protocol also answers the heads h11 refuses in the shape of their route (`framing_refusals`).
+protocol also answers the heads h11 refuses in the shape of their route (`framing_refusals`),
+and frames a chunked body's chunks itself (`body_frames`).
 """
 
 from __future__ import annotations
@@ -17,13 +18,14 @@ from typing import Any
 
 import hypercorn.protocol
 from hypercorn.events import Closed, Event, RawData
+from noctaya.gateway.server.patches.body_frames import BodyFramesH11Protocol
 from noctaya.gateway.server.patches.framing_refusals import FramingRefusalsH11Protocol
 
 HEAD_TIMEOUT = 10.0
 """Seconds from a request head's first byte to its end."""
 
 
-class GatewayH11Protocol(FramingRefusalsH11Protocol):
+class GatewayH11Protocol(FramingRefusalsH11Protocol, BodyFramesH11Protocol):
     def __init__(self, *args: Any, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
         self._head_deadline: asyncio.TimerHandle | None = None
