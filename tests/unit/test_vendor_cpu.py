@@ -75,3 +75,25 @@ def test_the_llamacpp_example_validates_and_renders_only_a_cpu_request_and_limit
     resources = serving[0]["resources"]
     assert resources["limits"] == {"cpu": "2", "memory": "2Gi"}
     assert "cpu" not in resources.get("requests", {})  # Kubernetes takes the limit as request
+
+
+def _gateway_env(capsys: pytest.CaptureFixture[str], example: Path) -> dict[str, str]:
+    assert main(["render", "-f", str(example)]) == 0
+    (gateway,) = [
+        container
+        for doc in yaml.safe_load_all(capsys.readouterr().out)
+        if doc and doc["kind"] == "Deployment"
+        for container in doc["spec"]["template"]["spec"]["containers"]
+        if container["name"] == "gateway"
+    ]
+    return {item["name"]: item.get("value", "") for item in gateway["env"]}
+
+
+def test_the_gateway_asks_the_path_the_runtimes_readiness_probe_asks(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    """llama.cpp's server has no /health: a gateway probing the default path through the Service
+    would never see the backend ready and answer every cold request 503."""
+    assert _gateway_env(capsys, EXAMPLE)["NOCTAYA_BACKEND_READINESS_PATH"] == "/v1/models"
+    a10 = EXAMPLE.parents[1] / "nvidia" / "a10"
+    assert "NOCTAYA_BACKEND_READINESS_PATH" not in _gateway_env(capsys, a10)

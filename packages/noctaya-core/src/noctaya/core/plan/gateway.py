@@ -71,6 +71,10 @@ class GatewayPlan:
     scheduling: Scheduling = field(default_factory=Scheduling)
     served_models: tuple[str, ...] = ()
     """The names the engine answers to (`served_model_names`), listed while it is cold."""
+    readiness_path: str | None = None
+    """The runtime's readiness `httpGet` path where it is not the gateway's default: through the
+    Service the gateway must ask what the kubelet asks each pod, or an engine without `/health`
+    (llama.cpp's server) is never seen ready."""
 
     @property
     def aggregated(self) -> bool:
@@ -90,6 +94,7 @@ def plan_gateway(
     scaler_tls_secret: str | None,
     defaults: GatewayDefaults | None = None,
     served_models: tuple[str, ...] = (),
+    readiness_path: str | None = None,
 ) -> GatewayPlan:
     if not image:
         raise NoctayaError(REASON, "gateway image is required")
@@ -113,4 +118,5 @@ def plan_gateway(
         limits=defaults.limits,
         scheduling=defaults.scheduling,
         served_models=served_models,
+        readiness_path=readiness_path,
     )

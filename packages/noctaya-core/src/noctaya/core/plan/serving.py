@@ -23,6 +23,7 @@ from noctaya.core.plan.autoscaling import AutoscalingPlan, plan_autoscaling
 from noctaya.core.plan.backend import BackendPlan, CacheMount, literal_env, plan_backend
 from noctaya.core.plan.container import ClaimVolume, HostPathVolume, Volume
 from noctaya.core.plan.gateway import GatewayDefaults, GatewayPlan, plan_gateway
+from noctaya.core.plan.gateway_env import DEFAULT_BACKEND_READINESS_PATH
 from noctaya.core.plan.identity import ServiceIdentity
 from noctaya.core.plan.served_models import served_model_names
 from noctaya.core.ports import VendorAdapter
@@ -64,6 +65,17 @@ def cache_mount(cache: CachePlan) -> CacheMount | None:
     )
 
 
+def gateway_readiness_path(runtime: InferenceRuntime) -> str | None:
+    """The path of the runtime's `httpGet` readiness probe, None where the gateway's default is
+    the same path (or the probe is no `httpGet`)."""
+    declared = runtime.spec.health.readiness
+    http_get = declared.http_get if declared is not None else None
+    if http_get is None:
+        return None
+    path = "/" + (http_get.path or "").lstrip("/")
+    return None if path == DEFAULT_BACKEND_READINESS_PATH else path
+
+
 def plan_serving(
     service: LLMService,
     runtime: InferenceRuntime,
@@ -99,6 +111,7 @@ def plan_serving(
         autoscaling.scaler_tls_secret,
         gateway_defaults,
         served_model_names(backend.args, model.path),
+        gateway_readiness_path(runtime),
     )
     return ServingPlan(
         service=identity,

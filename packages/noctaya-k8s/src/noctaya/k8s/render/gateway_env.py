@@ -36,6 +36,7 @@ def _env_var(entry: contract.EnvEntry) -> Obj:
 def gateway_env(svc: ServiceIdentity, plan: GatewayPlan) -> list[Obj]:
     placement = contract.GatewayPlacement(
         backend_url=svc.backend_url,
+        readiness_path=plan.readiness_path,
         listen_addr=f":{HTTP_PORT}",
         scaler_listen_addr=f":{GRPC_PORT}",
         api_key_file=f"{CLIENT_AUTH_DIR}/api-key" if plan.api_key is not None else None,
