@@ -1,6 +1,7 @@
 """Trying it without GPUs: the files, images, chart values, versions and object names the page
-gives exist and are what the renderer makes of its runtime and service; the warning at its top
-and its reasons for not serving the example's hf:// model still hold."""
+gives exist and are what the renderer makes of its runtime and service; the gateway asks the
+path the runtime's readiness probe asks, and the page's reasons for serving one file over oci://
+rather than the hub's repository still hold."""
 
 from __future__ import annotations
 
@@ -25,7 +26,6 @@ from support.llama_cpp import LlamaCppMissing, locate_llama_cpp_python
 REPO = Path(__file__).resolve().parents[2]
 PAGE = REPO / "docs" / "without-accelerators.md"
 EXAMPLE = REPO / "examples" / "cpu" / "llamacpp.yaml"
-SNIPPET = REPO / "docs" / "snippets" / "llamacpp-oci-service.yaml"
 NOCTAYA = Path(sys.executable).with_name("noctaya")
 NAMESPACE = "ai"
 FETCHER = REPO / "packages/noctaya-fetch/src/noctaya/fetch/huggingface.py"
@@ -60,20 +60,30 @@ def example() -> dict[str, dict[str, Any]]:
 
 
 def service() -> dict[str, Any]:
-    return dict(yaml.safe_load(SNIPPET.read_text()))
+    return example()["LLMService"]
+
+
+def sed_file(tmp_path: Path, name: str) -> Path:
+    """The file `name`, written by the page's own `sed` command for it."""
+    (command,) = [
+        line
+        for line in shell_lines()
+        if line.startswith("sed ") and shlex.split(line)[-2:] == [">", name]
+    ]
+    done = subprocess.run(
+        shlex.split(command)[:-2], cwd=REPO, capture_output=True, text=True, check=True, timeout=30
+    )
+    path = tmp_path / name
+    path.write_text(done.stdout)
+    return path
 
 
 def runtime_file(tmp_path: Path) -> Path:
-    """`llamacpp-runtime.yaml`, written by the page's own `sed` command."""
-    (command,) = [line for line in shell_lines() if line.startswith("sed ")]
-    words = shlex.split(command)
-    assert words[-2:] == [">", "llamacpp-runtime.yaml"]
-    done = subprocess.run(
-        words[:-2], cwd=REPO, capture_output=True, text=True, check=True, timeout=30
-    )
-    path = tmp_path / "llamacpp-runtime.yaml"
-    path.write_text(done.stdout)
-    return path
+    return sed_file(tmp_path, "llamacpp-runtime.yaml")
+
+
+def service_file(tmp_path: Path) -> Path:
+    return sed_file(tmp_path, "llamacpp-oci-service.yaml")
 
 
 def rendered(paths: list[Path]) -> dict[tuple[str, str], Any]:
@@ -102,7 +112,7 @@ def gateway_env(objects: dict[tuple[str, str], Any], name: str) -> dict[str, str
 
 def test_the_example_exists_is_shown_and_validates_with_the_noctaya_command() -> None:
     assert f'--8<-- "{EXAMPLE.relative_to(REPO)}"' in text()
-    assert f'--8<-- "{SNIPPET.relative_to(REPO)}"' in text()
+    assert text().count("--8<--") == 1  # the service is the example's, shown with it
     done = subprocess.run(
         [str(NOCTAYA), "validate", "-f", str(EXAMPLE)],
         capture_output=True,
@@ -113,10 +123,14 @@ def test_the_example_exists_is_shown_and_validates_with_the_noctaya_command() ->
     assert done.returncode == 0, done.stderr
 
 
-def test_the_sed_command_writes_the_runtime_alone(tmp_path: Path) -> None:
+def test_the_sed_commands_write_the_runtime_and_the_service_each_alone(tmp_path: Path) -> None:
     documents = [d for d in yaml.safe_load_all(runtime_file(tmp_path).read_text()) if d]
     assert documents == [example()["InferenceRuntime"]]
     assert "kubectl apply -f llamacpp-runtime.yaml" in shell_lines()
+    written = service_file(tmp_path).read_text()
+    assert [d for d in yaml.safe_load_all(written) if d] == [service()]
+    assert "`oras push`" in written  # says where the file and the digest come from
+    assert "`oras resolve`" in written
     assert service()["spec"]["runtime"]["name"] == documents[0]["metadata"]["name"]
 
 
@@ -124,8 +138,7 @@ def test_the_pages_validate_and_render_commands_accept_the_runtime_and_service(
     tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
     runtime = runtime_file(tmp_path)
-    copied = tmp_path / "llamacpp-oci-service.yaml"
-    copied.write_text(SNIPPET.read_text())
+    copied = service_file(tmp_path)
     for line in shell_lines():
         if line.startswith(".venv/bin/noctaya "):
             words = shlex.split(line)[1:]
@@ -136,7 +149,7 @@ def test_the_pages_validate_and_render_commands_accept_the_runtime_and_service(
 
 
 def test_the_runtime_reads_the_pushed_file_from_the_staged_oci_folder(tmp_path: Path) -> None:
-    objects = rendered([runtime_file(tmp_path), SNIPPET])
+    objects = rendered([runtime_file(tmp_path), service_file(tmp_path)])
     name = service()["metadata"]["name"]
     uri = service()["spec"]["model"]["source"]["uri"]
     digest = uri.rpartition("@sha256:")[2]
@@ -159,7 +172,7 @@ def test_the_runtime_reads_the_pushed_file_from_the_staged_oci_folder(tmp_path: 
 def test_accelerators_are_the_cores_limited_and_the_threads_the_service_asks_for(
     tmp_path: Path,
 ) -> None:
-    objects = rendered([runtime_file(tmp_path), SNIPPET])
+    objects = rendered([runtime_file(tmp_path), service_file(tmp_path)])
     spec = service()["spec"]
     container = serving_container(objects, service()["metadata"]["name"])
     cores = spec["resources"]["accelerators"]
@@ -167,7 +180,8 @@ def test_accelerators_are_the_cores_limited_and_the_threads_the_service_asks_for
     assert "cpu" not in container["resources"].get("requests", {})
     assert f"--n_threads={cores}" in container["args"]
     assert f"--n_threads_batch={cores}" in container["args"]
-    assert container["args"][-3:] == spec["runtime"]["argsOverride"]  # appended
+    override = spec["runtime"]["argsOverride"]
+    assert container["args"][-len(override) :] == override  # appended
     assert spec["cache"]["strategy"] == "NodeLocalPVC"
     runtime = example()["InferenceRuntime"]["spec"]
     assert (runtime["vendor"], runtime["accelerator"]["resourceName"]) == ("cpu", "cpu")
@@ -176,7 +190,7 @@ def test_accelerators_are_the_cores_limited_and_the_threads_the_service_asks_for
 
 
 def test_the_names_and_defaults_the_page_uses_are_the_rendered_ones(tmp_path: Path) -> None:
-    objects = rendered([runtime_file(tmp_path), SNIPPET])
+    objects = rendered([runtime_file(tmp_path), service_file(tmp_path)])
     name = service()["metadata"]["name"]
     (port,) = objects["Service", name]["spec"]["ports"]
     assert port["port"] == 80
@@ -226,35 +240,46 @@ def test_the_image_version_and_chart_values_named_exist() -> None:
     assert "`--set 'fetch.plainHTTPRegistries={registry.local:5000}'`" in text()
 
 
-def test_the_example_hf_service_would_fetch_the_whole_repository_into_a_path_llama_cannot_open(
+def test_a_hf_service_would_fetch_the_whole_repository_into_a_path_llama_cannot_open(
     tmp_path: Path,
 ) -> None:
-    """Why the page serves one file over oci:// instead of the example's hf:// service."""
-    uri = example()["LLMService"]["spec"]["model"]["source"]["uri"]
-    assert uri == "hf://Qwen/Qwen2.5-0.5B-Instruct-GGUF"
+    """Why the page serves one file over oci:// instead of the hub's repository."""
+    uri = "hf://Qwen/Qwen2.5-0.5B-Instruct-GGUF"
     assert f"`{uri}`" in text()
     fetcher = FETCHER.read_text()
     assert "snapshot_download(" in fetcher
     assert "allow_patterns" not in fetcher  # the whole repository
-    objects = rendered([EXAMPLE])
-    name = example()["LLMService"]["metadata"]["name"]
-    (model,) = [a for a in serving_container(objects, name)["args"] if a.startswith("--model=")]
+    hub = service()
+    hub["spec"]["model"]["source"]["uri"] = uri
+    (path := tmp_path / "hub-service.yaml").write_text(yaml.safe_dump(hub))
+    objects = rendered([runtime_file(tmp_path), path])
+    (model,) = [
+        a
+        for a in serving_container(objects, hub["metadata"]["name"])["args"]
+        if a.startswith("--model=")
+    ]
     assert model == f"--model={uri.removeprefix('hf://')}/qwen2.5-0.5b-instruct-q4_k_m.gguf"
     assert not model.removeprefix("--model=").startswith("/")  # relative to the image's home
 
 
-def test_the_warning_still_holds_the_gateway_asks_health_and_llama_cpp_has_none(
-    tmp_path: Path,
-) -> None:
-    """When this fails, the gateway or the image changed: rewrite the warning on the page."""
-    assert '!!! warning "The backend is never seen as ready, in this release"' in text()
-    objects = rendered([runtime_file(tmp_path), SNIPPET])
+def test_the_gateway_asks_the_runtimes_readiness_path_which_llama_cpp_answers_at_once() -> None:
+    """llama.cpp's server has no /health; /v1/models waits behind the running request."""
+    assert "!!! warning" not in text()
+    assert "The gateway checks readiness on the runtime's readiness probe path" in flat()
+    runtime = example()["InferenceRuntime"]["spec"]
+    probe = runtime["health"]["readiness"]["httpGet"]["path"]
+    assert probe == runtime["health"]["startup"]["httpGet"]["path"] == "/docs"
+    assert f"(`{probe}` here, as llama.cpp's server has no `/health`)" in flat()
+    assert "--interrupt_requests=False" in runtime["container"]["args"]
+    objects = rendered([EXAMPLE])
     env = gateway_env(objects, service()["metadata"]["name"])
-    assert "NOCTAYA_BACKEND_READINESS_PATH" not in env
-    config = load_config({"NOCTAYA_BACKEND_URL": "http://backend"})
-    assert config.backend_readiness_path == "/health"
-    probe = example()["InferenceRuntime"]["spec"]["health"]["readiness"]["httpGet"]["path"]
-    assert probe != "/health"
+    assert env["NOCTAYA_BACKEND_READINESS_PATH"] == probe
+    assert (
+        load_config(
+            {"NOCTAYA_BACKEND_URL": "http://backend", "NOCTAYA_BACKEND_READINESS_PATH": probe}
+        ).backend_readiness_path
+        == probe
+    )
     try:
         python = locate_llama_cpp_python()  # the llama-cpp-python version the image installs
     except LlamaCppMissing as missing:
@@ -262,6 +287,4 @@ def test_the_warning_still_holds_the_gateway_asks_health_and_llama_cpp_has_none(
     routes = subprocess.run(
         [str(python), "-c", _ROUTES], capture_output=True, text=True, check=True, timeout=120
     )
-    paths = set(json.loads(routes.stdout))
-    assert "/v1/models" in paths
-    assert "/health" not in paths
+    assert "/health" not in set(json.loads(routes.stdout))

@@ -93,7 +93,8 @@ def test_the_gateway_asks_the_path_the_runtimes_readiness_probe_asks(
     capsys: pytest.CaptureFixture[str],
 ) -> None:
     """llama.cpp's server has no /health: a gateway probing the default path through the Service
-    would never see the backend ready and answer every cold request 503."""
-    assert _gateway_env(capsys, EXAMPLE)["NOCTAYA_BACKEND_READINESS_PATH"] == "/v1/models"
+    would never see the backend ready and answer every cold request 503. The example probes
+    /docs, which answers without waiting behind a running request as /v1/models does."""
+    assert _gateway_env(capsys, EXAMPLE)["NOCTAYA_BACKEND_READINESS_PATH"] == "/docs"
     a10 = EXAMPLE.parents[1] / "nvidia" / "a10"
     assert "NOCTAYA_BACKEND_READINESS_PATH" not in _gateway_env(capsys, a10)
