@@ -39,7 +39,7 @@ from benchmarks.gateway.table import print_table
 from benchmarks.gateway.without import ENVIRONMENT, UNDO
 
 PATH = "/v1/chat/completions"
-THROUGHPUT = ("connection-lifetime",)
+THROUGHPUT = ("connection-lifetime", "body-frames")
 MEMORY = ("slim-events", "task-names")
 EVERY_CHANGE = "every change"
 SETTLE_SECONDS = 1.0

@@ -13,6 +13,8 @@ SEND_BODY) goes through h11 as before.
 
 from __future__ import annotations
 
+from collections.abc import Awaitable, Generator
+
 import h11
 import h11._writers
 from hypercorn.events import RawData
@@ -26,7 +28,9 @@ anyway) every chunk goes through h11."""
 
 
 class BodyFramesH11Protocol(H11Protocol):
-    async def stream_send(self, event: StreamEvent) -> None:
+    def stream_send(self, event: StreamEvent) -> Awaitable[None]:  # type: ignore[override]
+        """hypercorn's, or the connection's send of the framed chunk: the awaitable handed back
+        rather than awaited here, so that neither path costs a coroutine of its own."""
         connection = self.connection
         if (
             type(event) is Body
@@ -35,7 +39,18 @@ class BodyFramesH11Protocol(H11Protocol):
             and type(connection._writer) is _CHUNKED
         ):
             data = event.data
-            if data:  # h11 writes nothing for an empty chunk, which would end the body
-                await self.send(RawData(data=b"%x\r\n%s\r\n" % (len(data), data)))
-            return
-        await super().stream_send(event)
+            if not data:  # h11 writes nothing for an empty chunk, which would end the body
+                return _NOTHING
+            return self.send(RawData(data=b"%x\r\n%s\r\n" % (len(data), data)))
+        return super().stream_send(event)
+
+
+class _Done:
+    """An awaitable that is done at once, reusable."""
+
+    def __await__(self) -> Generator[None, None, None]:
+        return
+        yield
+
+
+_NOTHING = _Done()
