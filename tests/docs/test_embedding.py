@@ -99,4 +99,9 @@ def test_the_install_steps_build_with_make_dist_and_name_wheels_it_builds() -> N
     wheels = re.findall(r"dist/(\w+)-\*\.whl", install)
     assert wheels
     assert set(wheels) <= distributions
-    assert {"noctaya_core", "noctaya_vendor_nvidia", "noctaya_vendor_ascend"} <= set(wheels)
+    assert {
+        "noctaya_core",
+        "noctaya_vendor_nvidia",
+        "noctaya_vendor_ascend",
+        "noctaya_vendor_cpu",
+    } <= set(wheels)

@@ -81,7 +81,7 @@ class ModelSpec(ApiModel):
 
 class RuntimeSelector(ApiModel):
     vendor: list[VendorName] | None = Field(default=None, min_length=1)
-    """Vendors in preference order (built in: nvidia, ascend; others come from installed vendor
+    """Vendors in preference order (built in: nvidia, ascend, cpu; others come from installed vendor
     plugins); the first with a runtime wins, then the highest priority."""
 
 

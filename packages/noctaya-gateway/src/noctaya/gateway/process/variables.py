@@ -150,8 +150,9 @@ GATEWAY_SETTINGS = (
         names.CLIENT_API_KEY_FILE,
         "",
         "path of a file holding the key; readable and not empty at startup",
-        "Clients must send `Authorization: Bearer <key>`; the file is re-read on every "
-        "request, so a rotated Secret takes effect without a restart. The operator mounts "
+        "Clients must send `Authorization: Bearer <key>`; the file is re-read as requests come "
+        "(a key read is used for at most a second), so a rotated Secret takes effect without a "
+        "restart. The operator mounts "
         "`spec.endpoint.authentication.secretRef`; unset, no authentication.",
     ),
     Setting(
@@ -165,10 +166,10 @@ GATEWAY_SETTINGS = (
         names.BACKEND_READINESS_PATH,
         DEFAULT_BACKEND_READINESS_PATH,
         "absolute path of printable ASCII without spaces (`/ready`); anything else stops startup",
-        "The path, under the backend URL, whose 200 means a backend is ready. On a cluster the "
-        "Service routes only to pods that passed their own readiness probe, so the default "
-        "suits any engine that answers it; local mode, where nothing stands in front of the "
-        "engine, sets it from the runtime's `spec.health.readiness.httpGet.path`.",
+        "The path, under the backend URL, whose 200 means a backend is ready. The operator "
+        "(on a cluster) and local mode both set it from the path of the runtime's "
+        "`spec.health.readiness.httpGet` probe when that path is not `/health`; on a cluster "
+        "the Service also routes only to pods that passed their own readiness probe.",
     ),
     Setting(
         names.MAX_REQUEST_BODY,
