@@ -152,10 +152,11 @@ def _post_json(url: str, body: dict[str, Any]) -> Any:
         return json.load(response)
 
 
-def test_every_pod_the_operator_runs_from_the_noctaya_image_takes_the_services_pull_secrets(
+def test_every_pod_the_operator_runs_takes_the_services_pull_secrets(
     tmp_path: Path,
 ) -> None:
-    """The chart's imagePullSecrets reach the operator's pods only; the page says so."""
+    """The chart's imagePullSecrets reach the operator's pods only; the service's reach the
+    backend as well as the pods from the Noctaya image; the page says so."""
     runtime, service = (
         documents(A10_SERVICE.parent / "runtime.yaml")["InferenceRuntime"],
         documents(A10_SERVICE)["LLMService"],
@@ -177,11 +178,14 @@ def test_every_pod_the_operator_runs_from_the_noctaya_image_takes_the_services_p
         "qwen3-8b-a10-scaler",
         "qwen3-8b-a10-prewarm",
     }
-    for name in from_noctaya_image:
+    backends = set(pods) - from_noctaya_image
+    assert backends, "the backend runs the runtime's image"
+    for name in pods:
         assert pods[name]["imagePullSecrets"] == [{"name": "private-registry"}], name
     assert (
         "each `LLMService`'s `spec.imagePullSecrets` (Secrets in the service's namespace) for "
-        "the pods the operator creates from the same image there: the gateway, the demand "
+        "every pod the operator creates there: the backend (whose runtime image, such as the "
+        "engine stub, may come from that registry too), the gateway, the demand "
         "aggregator (gateway replicas > 1) and the prewarm or staging Job"
     ) in page()
 
