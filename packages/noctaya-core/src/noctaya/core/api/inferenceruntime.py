@@ -155,7 +155,8 @@ class InferenceRuntimeSpec(ApiModel):
     """Serving-engine family: vllm or llamacpp (llama.cpp's OpenAI-compatible server)."""
     vendor: VendorName
     """The vendor plugin that renders the accelerator: nvidia, ascend and cpu are built in,
-    others come from installed `noctaya.vendors` plugins and are checked when a service uses them."""
+    others come from installed `noctaya.vendors` plugins and are checked when a service uses
+    them."""
     priority: Int32 = 0
     """Higher wins within a selected vendor; equal top values are ambiguous."""
     container: RuntimeContainer
