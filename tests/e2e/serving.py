@@ -52,7 +52,7 @@ def install(cluster: Cluster, archives: list[Path], helm: Helm, *settings: str) 
     sets = [word for setting in settings for word in ("--set", setting)]
     done = helm.run(*args[1:], *sets, "--kubeconfig", str(cluster.kubeconfig))
     assert done.returncode == 0, f"helm install failed:\n{done.stderr}"
-    wait_for("the operator rolled out", lambda: _operator_rolled_out(cluster.api_client), 300)
+    wait_for("the operator rolled out", lambda: operator_rolled_out(cluster.api_client), 300)
 
 
 BOX_SETTINGS = (f"fetch.plainHTTPRegistries={{{BOX_REGISTRY}}}",)
@@ -387,12 +387,12 @@ def upgrade(cluster: Cluster, helm: Helm, *settings: str, values: list[str] | No
     assert done.returncode == 0, f"helm upgrade failed:\n{done.stderr}"
     wait_for(
         "the operator rolled out, its leader on the new pod template",
-        lambda: _operator_rolled_out(cluster.api_client),
+        lambda: operator_rolled_out(cluster.api_client),
         300,
     )
 
 
-def _operator_rolled_out(api_client: k8s_client.ApiClient) -> bool:
+def operator_rolled_out(api_client: k8s_client.ApiClient) -> bool:
     """The operator's Deployment rolled out and its leader one of the new pods: a pod of the
     older template still leading acts on the older arguments."""
     pods = rolled_out(api_client, DEFAULT_NAMESPACE, OPERATOR)

@@ -28,7 +28,7 @@ from kubernetes import client as k8s_client
 from support.cluster import Cluster
 from support.cluster import registry as box_registry
 
-from .serving import HELM_INSTALL, OPERATOR, REPO, install, install_serving, operator_pods
+from .serving import BOX_SETTINGS, HELM_INSTALL, OPERATOR, REPO, install, operator_pods
 from .test_getting_started_cluster import _BLOCK, _commands
 
 PAGE = REPO / "docs" / "operations" / "images.md"
@@ -69,7 +69,8 @@ def test_the_page_has_a_command_for_every_archive_and_target() -> None:
 
 @pytest.fixture
 def reinstalled(cluster: Cluster, built_images: dict[str, Path], helm: Helm) -> Iterator[None]:  # noqa: F811
-    """No release while the page's install runs; the session's install back afterwards."""
+    """No release while the page's install runs; the session's install back afterwards (its
+    runtime outlives the release, as the CRDs do)."""
     helm.run("uninstall", RELEASE, "--namespace", DEFAULT_NAMESPACE, "--wait",
              "--kubeconfig", str(cluster.kubeconfig))  # fmt: skip
     try:
@@ -77,7 +78,7 @@ def reinstalled(cluster: Cluster, built_images: dict[str, Path], helm: Helm) -> 
     finally:
         helm.run("uninstall", RELEASE, "--namespace", DEFAULT_NAMESPACE, "--wait",
                  "--kubeconfig", str(cluster.kubeconfig))  # fmt: skip
-        install_serving(cluster, list(built_images.values()), helm)
+        install(cluster, list(built_images.values()), helm, *BOX_SETTINGS)
 
 
 @pytest.mark.e2e

@@ -6,6 +6,7 @@ the install command, and fail under CI=true, where a missing tool must not pass 
 
 from __future__ import annotations
 
+import fcntl
 import hashlib
 import os
 import shutil
@@ -76,19 +77,24 @@ def built_images() -> dict[str, Path]:
         pytest.skip(reason)
     digest = _inputs_digest()
     archives = {image: archive(image) for image in IMAGES}
-    fresh = STAMP.exists() and STAMP.read_text() == digest
-    if not (fresh and all(path.exists() for path in archives.values())):
-        started = time.monotonic()
-        done = subprocess.run(
-            ["bash", str(REPO / "images" / "build.sh"), str(OUT)],
-            capture_output=True,
-            text=True,
-            timeout=BUILD_TIMEOUT,
-            check=False,
-        )
-        assert done.returncode == 0, f"images/build.sh failed:\n{done.stdout}\n{done.stderr}"
-        STAMP.write_text(digest)
-        print(f"images/build.sh: {time.monotonic() - started:.0f}s")
+    OUT.mkdir(parents=True, exist_ok=True)
+    # One builder at a time: a second test session (the e2e run beside the main suite) waits
+    # for the first one's build and then finds it fresh, instead of removing its work folder.
+    with open(OUT.parent / "images.lock", "w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        fresh = STAMP.exists() and STAMP.read_text() == digest
+        if not (fresh and all(path.exists() for path in archives.values())):
+            started = time.monotonic()
+            done = subprocess.run(
+                ["bash", str(REPO / "images" / "build.sh"), str(OUT)],
+                capture_output=True,
+                text=True,
+                timeout=BUILD_TIMEOUT,
+                check=False,
+            )
+            assert done.returncode == 0, f"images/build.sh failed:\n{done.stdout}\n{done.stderr}"
+            STAMP.write_text(digest)
+            print(f"images/build.sh: {time.monotonic() - started:.0f}s")
     return archives
 
 

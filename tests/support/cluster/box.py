@@ -164,10 +164,11 @@ class Cluster:
     def reconnect(self, node: layout.Node) -> None:
         host.set_node_link(node, up=True)
 
-    def push_images(self, archives: list[Path]) -> None:
-        """Pushes OCI archives to the box's registry, which every node pulls from."""
+    def push_images(self, archives: list[Path], tag: str | None = None) -> None:
+        """Pushes OCI archives to the box's registry, which every node pulls from (under `tag`
+        instead of their own, if given)."""
         for archive in archives:
-            registry.push_archive(archive)
+            registry.push_archive(archive, tag)
 
     def _ask(self, node: layout.Node, action: str, name: str, timeout: float) -> None:
         control = self.folders.node(node).control

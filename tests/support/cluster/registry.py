@@ -58,15 +58,18 @@ def write_mirrors(folder: Path) -> Path:
     return folder
 
 
-def push_archive(archive: Path) -> None:
+def push_archive(archive: Path, tag: str | None = None) -> None:
     """Pushes every image of an OCI archive to the box's registry under the repository and tag
-    of its name (`ghcr.io/noctaya/noctaya:0.1.0` → `noctaya/noctaya:0.1.0`)."""
+    of its name (`ghcr.io/noctaya/noctaya:0.1.0` → `noctaya/noctaya:0.1.0`), or under `tag` in
+    that repository (an older build of the same version beside the current one)."""
     client = Registry(hostname=ADDRESS, insecure=True)
     with tarfile.open(archive) as tar, tempfile.TemporaryDirectory() as scratch:
         index = json.loads(_member(tar, "index.json"))
         for entry in index["manifests"]:
             name = entry["annotations"]["io.containerd.image.name"]
             _, _, reference = name.partition("/")
+            if tag is not None:
+                reference = f"{reference.rpartition(':')[0]}:{tag}"
             container = client.get_container(f"{ADDRESS}/{reference}")
             manifest = json.loads(_member(tar, _blob_path(entry["digest"])))
             for descriptor in [manifest["config"], *manifest["layers"]]:
