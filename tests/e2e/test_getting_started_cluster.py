@@ -42,7 +42,7 @@ _NO_A10 = "the box has no A10 node and no Hugging Face Hub: step 5 is checked, n
 SUBSTITUTED = {
     "helm repo add kedacore https://kedacore.github.io/charts": _NO_NETWORK,
     "helm install keda kedacore/keda --namespace keda --create-namespace": _NO_NETWORK,
-    "make images": "the session's `built_images` runs images/build.sh, the script it runs",
+    "sudo make images": "the session's `built_images` runs images/build.sh, the script it runs",
     "kubectl apply -n ai -f examples/nvidia/a10/llmservice.yaml": _NO_A10,
     "kubectl -n ai port-forward service/qwen3-8b-a10 8080:80": _NO_A10,
 }
