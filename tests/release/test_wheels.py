@@ -2,7 +2,9 @@
 
 `make dist` (into a folder of the test's own, with uv offline: everything comes from uv's cache
 and uv.lock) builds an sdist of every distribution and each wheel from its sdist. The wheels and
-the dependencies pinned by uv.lock go into a fresh virtualenv with --no-deps, so a dependency
+the dependencies pinned by uv.lock (with their hashes; uv looks them up in the package index as
+a user's install does, since `uv sync` leaves no index pages in its cache for an offline
+`uv pip install` to resolve from) go into a fresh virtualenv with --no-deps, so a dependency
 missing from a distribution's metadata shows up in `uv pip check`; every console script the
 wheels declare must answer --help from that virtualenv alone, and its `noctaya validate` and
 `noctaya-local` serve an example as the manual says.
@@ -102,7 +104,8 @@ def venv(dist: Dist, tmp_path_factory: pytest.TempPathFactory) -> Path:
     python = venv / "bin" / "python"
     run(uv(), "venv", "--quiet", "--python", sys.executable, venv, env=offline())
     install = (uv(), "pip", "install", "--quiet", "--python", python, "--no-deps")
-    run(*install, "--require-hashes", "-r", dist.folder / "requirements.txt", env=offline())
+    requirements = dist.folder / "requirements.txt"
+    run(*install, "--require-hashes", "-r", requirements, env=clean_environment())
     run(*install, *dist.wheels, env=offline())
     run(uv(), "pip", "check", "--python", python, env=offline())
     return venv
