@@ -9,21 +9,12 @@ from pathlib import Path
 import yaml
 
 from . import markdown_tables
+from .test_kubernetes_versions import matrix, pins
 
 REPO = Path(__file__).resolve().parents[2]
 PAGE = REPO / "docs" / "operations" / "compatibility.md"
 HACK = REPO / "hack"
 _VERSION = re.compile(r"\bv?\d+\.\d+(?:\.\d+)?(?:rc\d+)?(?:-[a-z0-9]+)?\b")
-
-
-def pins(name: str) -> dict[str, str]:
-    lines = (HACK / name).read_text().splitlines()
-    pairs = [line.split("=", 1) for line in lines if line and not line.startswith("#")]
-    return {key: value.strip('"') for key, value in pairs}
-
-
-def matrix() -> list[str]:
-    return pins("kubernetes-matrix.env")["KUBERNETES_MATRIX"].split()
 
 
 def helm_version() -> str:
