@@ -7,8 +7,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-from noctaya.core.plugins import VendorRegistry
-from noctaya.k8s.offline import render_files
+from .rendering import rendered
 
 REPO = Path(__file__).resolve().parents[2]
 EXAMPLE = REPO / "docs" / "snippets" / "gated-mirrored-prewarm.yaml"
@@ -17,15 +16,7 @@ STEERING = ["HF_ENDPOINT", "HTTPS_PROXY", "NO_PROXY"]
 
 
 def test_the_gated_and_mirrored_example_renders_the_token_and_the_mirror_into_both() -> None:
-    outcome = render_files(
-        [EXAMPLE],
-        VendorRegistry.discover(),
-        gateway_image="gateway:test",
-        gateway_replicas=1,
-        namespace="ai",
-    )
-    assert outcome.problems == []
-    objects = {(o["kind"], o["metadata"]["name"]): o for o in outcome.objects}
+    objects = rendered([EXAMPLE])
     [prewarm] = containers(objects["Job", "llama-gated-prewarm"])
     [serving] = containers(objects["Deployment", "llama-gated"])
 

@@ -13,11 +13,11 @@ from pathlib import Path
 from typing import Any
 
 import yaml
-from noctaya.core.plugins import VendorRegistry
 from noctaya.gateway.process.config import DEFAULT_BACKEND_READ_TIMEOUT, DEFAULT_MAX_REQUEST_BODY
 from noctaya.gateway.requests.app import GatewayApp
 from noctaya.gateway.requests.responses import is_openai_path
-from noctaya.k8s.offline import render_files
+
+from .rendering import rendered
 
 REPO = Path(__file__).resolve().parents[2]
 PAGE = REPO / "docs" / "exposing.md"
@@ -47,15 +47,7 @@ def example() -> list[dict[str, Any]]:
 def render(manifests: list[dict[str, Any]], tmp_path: Path) -> dict[tuple[str, str], Any]:
     source = tmp_path / "service.yaml"
     source.write_text(yaml.safe_dump_all(manifests))
-    outcome = render_files(
-        [source],
-        VendorRegistry.discover(),
-        gateway_image="gateway:test",
-        gateway_replicas=1,
-        namespace=NAMESPACE,
-    )
-    assert outcome.problems == []
-    return {(o["kind"], o["metadata"]["name"]): o for o in outcome.objects}
+    return rendered([source], NAMESPACE)
 
 
 def service_name() -> str:

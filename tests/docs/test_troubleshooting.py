@@ -7,10 +7,9 @@ from pathlib import Path
 
 import pytest
 from noctaya.core import observation
-from noctaya.core.plugins import VendorRegistry
 from noctaya.k8s import cli
-from noctaya.k8s.offline import render_files
 
+from .rendering import rendered
 from .status_reasons import code_reasons
 
 PAGE = Path(__file__).resolve().parents[2] / "docs" / "troubleshooting.md"
@@ -116,15 +115,7 @@ def _matches(selector: str, labels: dict[str, str]) -> bool:
 
 def test_the_backend_pod_selectors_match_backend_pods_and_not_the_prewarm_job_pod() -> None:
     """Rendered in-process as the operator would: the a10 example prewarms, so it has a Job."""
-    outcome = render_files(
-        [PAGE.parents[1] / "examples" / "nvidia" / "a10"],
-        VendorRegistry.discover(),
-        gateway_image="gateway:test",
-        gateway_replicas=1,
-        namespace="ai",
-    )
-    assert outcome.problems == []
-    objects = {(o["kind"], o["metadata"]["name"]): o for o in outcome.objects}
+    objects = rendered([PAGE.parents[1] / "examples" / "nvidia" / "a10"])
     backend = objects["Deployment", "qwen3-8b-a10"]
     templates = {
         "backend": backend["spec"]["template"],

@@ -12,10 +12,10 @@ import pytest
 import yaml
 from helm.chart import DEFAULT_NAMESPACE, RELEASE, Helm
 from helm.conftest import helm  # noqa: F401  (the pinned helm binary)
-from noctaya.core.plugins import VendorRegistry
 from noctaya.k8s import apply
-from noctaya.k8s.offline import render_files
 from noctaya.k8s.runtime.leader_election import LEADER_ELECTION_ID
+
+from .rendering import rendered
 
 REPO = Path(__file__).resolve().parents[2]
 PAGE = REPO / "docs" / "operations" / "uninstall.md"
@@ -48,15 +48,7 @@ def render(tmp_path: Path, cache: dict[str, Any] | None = None) -> list[dict[str
             document["spec"]["cache"] = cache
     source = tmp_path / "example.yaml"
     source.write_text(yaml.safe_dump_all(documents))
-    outcome = render_files(
-        [source],
-        VendorRegistry.discover(),
-        gateway_image="gateway:test",
-        gateway_replicas=2,
-        namespace=NAMESPACE,
-    )
-    assert outcome.problems == []
-    return list(outcome.objects)
+    return list(rendered([source], NAMESPACE, gateway_replicas=2).values())
 
 
 def test_helm_uninstall_names_the_release_and_namespace_the_install_page_installs() -> None:

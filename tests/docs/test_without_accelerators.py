@@ -17,11 +17,12 @@ from typing import Any
 
 import pytest
 import yaml
-from noctaya.core.plugins import VendorRegistry
 from noctaya.gateway.process.config import load_config
 from noctaya.k8s.cli import main
-from noctaya.k8s.offline import render_files
 from support.llama_cpp import LlamaCppMissing, locate_llama_cpp_python
+
+from .rendering import Objects
+from .rendering import rendered as render_objects
 
 REPO = Path(__file__).resolve().parents[2]
 PAGE = REPO / "docs" / "without-accelerators.md"
@@ -86,16 +87,8 @@ def service_file(tmp_path: Path) -> Path:
     return sed_file(tmp_path, "llamacpp-oci-service.yaml")
 
 
-def rendered(paths: list[Path]) -> dict[tuple[str, str], Any]:
-    outcome = render_files(
-        paths,
-        VendorRegistry.discover(),
-        gateway_image="gateway:test",
-        gateway_replicas=1,
-        namespace=NAMESPACE,
-    )
-    assert outcome.problems == []
-    return {(o["kind"], o["metadata"]["name"]): o for o in outcome.objects}
+def rendered(paths: list[Path]) -> Objects:
+    return render_objects(paths, NAMESPACE)
 
 
 def serving_container(objects: dict[tuple[str, str], Any], name: str) -> dict[str, Any]:
