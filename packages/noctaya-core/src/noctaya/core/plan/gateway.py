@@ -56,6 +56,16 @@ class ApiKeyPlan:
 
 
 @dataclass(frozen=True, slots=True)
+class KvCacheScaling:
+    """`spec.scaling.metric: kvCacheUtil`: the engine gauge read from each ready pod, where."""
+
+    metric: str
+    """The runtime's `spec.metrics.kvCacheUtil`: a 0–1 fraction per pod."""
+    port: int
+    path: str
+
+
+@dataclass(frozen=True, slots=True)
 class GatewayPlan:
     image: str
     replicas: int

@@ -42,6 +42,19 @@ SCALER_TLS_CLIENT_CA_FILE = "NOCTAYA_SCALER_TLS_CLIENT_CA_FILE"
 AGGREGATOR_LISTEN_ADDR = "NOCTAYA_AGGREGATOR_LISTEN_ADDR"
 MAX_GATEWAY_MEMBERS = "NOCTAYA_MAX_GATEWAY_MEMBERS"
 MAX_GATEWAY_DEMAND = "NOCTAYA_MAX_GATEWAY_DEMAND"
+BACKEND_ENDPOINTS = "NOCTAYA_BACKEND_ENDPOINTS"
+"""`<namespace>/<service>`: the backend Service whose EndpointSlices the gateway (or aggregator)
+follows, to send to and read from pod addresses; unset, it knows only `BACKEND_URL`."""
+KUBERNETES_TOKEN_FILE = "NOCTAYA_KUBERNETES_TOKEN_FILE"
+"""The projected ServiceAccount token the EndpointSlice watch presents (re-read as it rotates)."""
+KUBERNETES_CA_FILE = "NOCTAYA_KUBERNETES_CA_FILE"
+"""The CA bundle that signs the Kubernetes API server's certificate."""
+SCALING_METRIC = "NOCTAYA_SCALING_METRIC"
+"""`queueDepth` (unset) or `kvCacheUtil`: what the External Push scaler reports to KEDA."""
+BACKEND_METRICS_PORT = "NOCTAYA_BACKEND_METRICS_PORT"
+BACKEND_METRICS_PATH = "NOCTAYA_BACKEND_METRICS_PATH"
+BACKEND_KV_CACHE_METRIC = "NOCTAYA_BACKEND_KV_CACHE_METRIC"
+"""The engine's KV-cache gauge (a 0–1 fraction), read from each ready pod for `kvCacheUtil`."""
 
 
 class FromReplica(enum.Enum):
@@ -85,6 +98,10 @@ class GatewayPlacement:
     readiness_path: str | None = None
     """Where the gateway itself asks whether the engine is ready, when nothing in front of the
     engine gates traffic on its readiness probe (local mode); unset, the gateway's default."""
+    endpoints: str | None = None
+    """`<namespace>/<service>` whose EndpointSlices the gateway follows (Kubernetes only)."""
+    kubernetes_token_file: str | None = None
+    kubernetes_ca_file: str | None = None
 
 
 def scaler_tls_env(files: ScalerTLSFiles) -> list[EnvEntry]:
