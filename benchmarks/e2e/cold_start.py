@@ -2,10 +2,12 @@
 Running → engine ready → its Service endpoint ready → the Service routes to it (a connection
 from the node to its cluster IP succeeds, once kube-proxy has rewritten the rules) → first
 token, p50 over N wakes, through the gateway (the External Push activation path) and with the
-backend scaled by hand (the request sent once the pod is ready). What the gateway adds is the
-last step: how long after the engine was ready its first token arrived, compared with the
-by-hand path's (the medians of each wake's own difference, so the pods' varying start times do
-not blur it).
+backend scaled by hand, two ways: the request sent through the Service once the pod is ready
+("by hand"), and sent from the gateway pod's own network namespace straight to the pod's
+address the moment the pod watch says it is ready ("at the pod": what a client that watches
+its backend's pods could do at best). What the gateway adds is the last step: how long after
+the engine was ready its first token arrived, compared with the by-hand paths' (each wake's
+own difference, so the pods' varying start times do not blur it).
 
 Needs root, the box built (`make cluster`), the images (`make images`) and helm
 (`bash hack/build-helm.sh`); takes the box's lock (an e2e run holding it is waited for), brings
@@ -20,13 +22,14 @@ import argparse
 import contextlib
 import ctypes
 import fcntl
+import http.client
 import socket
 import statistics
 import sys
 import tempfile
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -35,6 +38,7 @@ sys.path.insert(0, str(REPO / "tests"))
 
 from e2e.serving import (  # noqa: E402
     SERVICE_NAME,
+    chat_body,
     diagnosed,
     example,
     install,
@@ -48,7 +52,7 @@ from images.conftest import IMAGES, archive  # noqa: E402
 from kubernetes import client as k8s_client  # noqa: E402
 from kubernetes import watch  # noqa: E402
 from support.cluster import Cluster  # noqa: E402
-from support.cluster.host import netns_path  # noqa: E402
+from support.cluster.host import connect_in_box, netns_path  # noqa: E402
 from support.custom_resources import CustomResources  # noqa: E402
 from urllib3.exceptions import ProtocolError  # noqa: E402
 
@@ -77,6 +81,8 @@ class Wake:
 
     started: float
     seen: dict[str, float] = field(default_factory=dict)
+    address: tuple[str, int] | None = None
+    """The backend pod's address and engine port, once it is ready."""
 
     def mark(self, step: str) -> None:
         self.seen.setdefault(step, time.monotonic() - self.started)
@@ -114,6 +120,7 @@ def observe(api_client: k8s_client.ApiClient, wake: Wake, stop: threading.Event)
                 wake.mark("pod Running")
             conditions = pod.status.conditions or []
             if any(c.type == "Ready" and c.status == "True" for c in conditions):
+                wake.address = (pod.status.pod_ip, pod.spec.containers[0].ports[0].container_port)
                 wake.mark("engine ready")
             if stop.is_set() or "engine ready" in wake.seen:
                 stream.stop()
@@ -242,6 +249,66 @@ def wake_by_hand(api_client: k8s_client.ApiClient) -> Wake:
     return wake
 
 
+def wake_at_the_pod(api_client: k8s_client.ApiClient) -> Wake:
+    """Scales the Deployment to 1 directly (KEDA paused) and, the moment the pod watch says the
+    engine is ready, sends the request from the gateway pod's network namespace to the pod's
+    address: no Service, no kube-proxy on the way."""
+    apps = k8s_client.AppsV1Api(api_client)
+    netns = gateway_netns()
+    wake = Wake(time.monotonic())
+    stop = threading.Event()
+    endpoint = watching(api_client, wake, stop)
+    watcher = threading.Thread(target=observe, args=(api_client, wake, stop), daemon=True)
+    watcher.start()
+    apps.patch_namespaced_deployment_scale(SERVICE_NAME, NAMESPACE, {"spec": {"replicas": 1}})
+    watcher.join()
+    assert wake.address is not None, wake.seen
+    for line in chat_lines_in(netns, wake.address):
+        if line.startswith(b"data: {"):
+            wake.seen.setdefault("first token", time.monotonic() - wake.started)
+    stop.set()
+    endpoint.join()
+    apps.patch_namespaced_deployment_scale(SERVICE_NAME, NAMESPACE, {"spec": {"replicas": 0}})
+    return wake
+
+
+def chat_lines_in(netns: Path, address: tuple[str, int]) -> Iterator[bytes]:
+    """A streaming chat completion sent to `address` from the network namespace `netns`: its
+    lines as they arrive; fails unless answered 200."""
+    connection = http.client.HTTPConnection(*address, timeout=180)
+    connection.sock = connect_in_box(address, 180, netns=netns)
+    try:
+        connection.request(
+            "POST",
+            "/v1/chat/completions",
+            body=chat_body(SERVICE_NAME),
+            headers={"Content-Type": "application/json"},
+        )
+        response = connection.getresponse()
+        assert response.status == 200, response.read()
+        for line in response:
+            yield line.rstrip(b"\n")
+    finally:
+        connection.close()
+
+
+def gateway_netns() -> Path:
+    """The network namespace of the service's gateway pod, through its process on this host."""
+    (pid,) = image_processes("noctaya-gateway")  # one gateway replica: no aggregator either
+    return Path(f"/proc/{pid}/ns/net")
+
+
+def image_processes(program: str) -> list[int]:
+    """The pids of the image's `program` running in the box (as the host sees them)."""
+    found = []
+    for entry in Path("/proc").iterdir():
+        with contextlib.suppress(OSError):
+            command = (entry / "cmdline").read_bytes().split(b"\0")
+            if any(part.endswith(f"/opt/noctaya/bin/{program}".encode()) for part in command):
+                found.append(int(entry.name))
+    return found
+
+
 def pause_keda(api_client: k8s_client.ApiClient) -> None:
     """KEDA leaves the backend's replicas alone from now on (the hand path owns them)."""
     k8s_client.CustomObjectsApi(api_client).patch_namespaced_custom_object(
@@ -283,10 +350,16 @@ def increments(results: dict[str, list[Wake]]) -> str:
             f"{_p50(token):>16} {min(token, default=float('nan')):6.2f} "
             f"{max(token, default=float('nan')):6.2f}"
         )
-    gateway, by_hand = (after_ready(wakes, "first token") for wakes in results.values())
-    if gateway and by_hand:
-        added = statistics.median(gateway) - statistics.median(by_hand)
-        lines.append(f"  first token through the gateway after the by-hand path: {added:+.2f} s")
+    gateway = after_ready(results["through the gateway"], "first token")
+    for title in ("by hand", "at the pod"):
+        other = after_ready(results.get(title, []), "first token")
+        if gateway and other:
+            added = statistics.median(gateway) - statistics.median(other)
+            worst = max(gateway) - min(other)
+            lines.append(
+                f"  first token through the gateway after the {title} path: p50 {added:+.2f} s, "
+                f"max {max(gateway) - statistics.median(other):+.2f} s (worst pair {worst:+.2f})"
+            )
     return "\n".join(lines)
 
 
@@ -331,6 +404,7 @@ def measure(archives: list[Path], count: int) -> None:
             for title, wake, prepare in (
                 ("through the gateway", wake_through_gateway, None),
                 ("by hand", wake_by_hand, pause_keda),
+                ("at the pod", wake_at_the_pod, None),
             ):
                 if prepare is not None:
                     wait_idle(api_client, NAMESPACE)  # KEDA pauses at the replicas it has: 0
@@ -353,14 +427,12 @@ def deployed_footprint() -> str:
     """The resident memory of the image's processes in the box, the service idle: its
     gateway and the operator's replicas (as the host sees them)."""
     found: dict[str, list[float]] = {"noctaya-gateway": [], "noctaya-operator": []}
-    for entry in Path("/proc").iterdir():
-        with contextlib.suppress(OSError):
-            command = (entry / "cmdline").read_bytes().split(b"\0")
-            for program, sizes in found.items():
-                if any(part.endswith(f"/opt/noctaya/bin/{program}".encode()) for part in command):
-                    status = (entry / "status").read_text()
-                    kib = next(line for line in status.splitlines() if line.startswith("VmRSS:"))
-                    sizes.append(int(kib.split()[1]) / 1024)
+    for program, sizes in found.items():
+        for pid in image_processes(program):
+            with contextlib.suppress(OSError):
+                status = Path(f"/proc/{pid}/status").read_text()
+                kib = next(line for line in status.splitlines() if line.startswith("VmRSS:"))
+                sizes.append(int(kib.split()[1]) / 1024)
     return "Idle RSS as deployed (the image's processes in the box, MiB): " + ", ".join(
         f"{program} {' / '.join(f'{size:.1f}' for size in sorted(sizes)) or '-'}"
         for program, sizes in found.items()

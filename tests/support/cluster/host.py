@@ -50,19 +50,23 @@ def netns_path(node: layout.Node = layout.CONTROL_PLANE) -> Path:
 
 
 def connect_in_box(
-    address: tuple[str, int], timeout: float, node: layout.Node = layout.CONTROL_PLANE
+    address: tuple[str, int],
+    timeout: float,
+    node: layout.Node = layout.CONTROL_PLANE,
+    netns: Path | None = None,
 ) -> socket.socket:
     """A TCP connection made from inside a node's network namespace, as a pod on the node
     would make it: to a Service IP (kube-proxy's rules live there) without the API server.
 
-    The namespace is entered by a thread of its own, which then ends: only that thread ever
-    changes namespace, and the socket keeps the one it was made in.
+    `netns` names another network namespace to connect from (a pod's: `/proc/<pid>/ns/net` of
+    one of its processes). The namespace is entered by a thread of its own, which then ends:
+    only that thread ever changes namespace, and the socket keeps the one it was made in.
     """
     made: list[socket.socket | BaseException] = []
 
     def connect() -> None:
         try:
-            descriptor = os.open(netns_path(node), os.O_RDONLY)
+            descriptor = os.open(netns or netns_path(node), os.O_RDONLY)
             try:
                 if ctypes.CDLL(None, use_errno=True).setns(descriptor, _CLONE_NEWNET) != 0:
                     raise OSError(ctypes.get_errno(), "setns into the box's network namespace")
