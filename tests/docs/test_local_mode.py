@@ -174,3 +174,31 @@ def test_the_llama_cpp_install_step_resolves_into_the_clone_s_environment() -> N
     )
     assert resolved.returncode == 0, resolved.stderr
     assert words[-2].replace("[server]", "") in resolved.stderr + resolved.stdout
+
+
+def test_local_llama_cpp_runtimes_take_the_cpu_vendor_as_the_cluster_example_does() -> None:
+    """Every local runtime that runs llama.cpp's server declares what examples/cpu/llamacpp.yaml
+    declares (family llamacpp, vendor cpu, resource cpu, the llamacpp image), and the page says
+    how `--devices 0` then budgets the folder: one core slot for the two llama.cpp models."""
+    cluster = next(
+        doc
+        for doc in yaml.safe_load_all((REPO / "examples" / "cpu" / "llamacpp.yaml").read_text())
+        if doc["kind"] == "InferenceRuntime"
+    )["spec"]
+    local_files = [REPO / "examples" / "local" / "llama-cpp.yaml", *sorted(FOLDER.glob("*.yaml"))]
+    llama_runtimes = [
+        doc
+        for path in local_files
+        for doc in yaml.safe_load_all(path.read_text(encoding="utf-8"))
+        if doc["kind"] == "InferenceRuntime"
+        and "llama_cpp.server" in doc["metadata"]["annotations"][LOCAL_COMMAND_ANNOTATION]
+    ]
+    assert len(llama_runtimes) == 3
+    for runtime in llama_runtimes:
+        spec = runtime["spec"]
+        assert (spec["family"], spec["vendor"]) == (cluster["family"], cluster["vendor"])
+        assert spec["accelerator"]["resourceName"] == cluster["accelerator"]["resourceName"]
+        assert spec["container"]["image"] == cluster["container"]["image"]
+    page = text()
+    assert "take turns on one GPU" not in page
+    assert "core `0` for the two llama.cpp models, which take turns on it" in page
