@@ -18,6 +18,7 @@ from noctaya.core.api.base import (
 from noctaya.core.api.kubernetes import (
     Condition,
     EnvVar,
+    HTTPGetAction,
     ObjectMeta,
     Probe,
     Toleration,
@@ -106,10 +107,25 @@ class Accelerator(ApiModel):
     """A scheduler other than the default, and its queue."""
 
 
+class ReadinessHTTPGet(HTTPGetAction):
+    """The readiness probe's HTTP GET, whose path the gateway also requests itself."""
+
+    model_config = ConfigDict(json_schema_extra=rules.validations(rules.REQUEST_PATH_PRINTABLE))
+
+    _path_printable = field_validator("path")(rules.printable_path)
+
+
+class ReadinessProbe(Probe):
+    """A core/v1 Probe whose httpGet path the gateway can send as a request target."""
+
+    http_get: ReadinessHTTPGet | None = None
+    """Send an HTTP GET to the container; the gateway asks the same path."""
+
+
 class Health(ApiModel):
     """Probes of the serving container (core/v1 Probes, copied as given)."""
 
-    readiness: Probe | None = None
+    readiness: ReadinessProbe | None = None
     """Defaults to HTTP GET /health on the serving port."""
     liveness: Probe | None = None
     """None by default; restarts a serving container that stops answering."""
@@ -127,9 +143,12 @@ class Lifecycle(ApiModel):
 
 
 class Metrics(ApiModel):
-    """External scrape metadata; autoscaling uses gateway demand, not these metrics."""
+    """Where the engine's metrics are scraped and their names; only kvCacheUtil is read by
+    Noctaya itself, for services that scale on it (`spec.scaling.metric: kvCacheUtil`)."""
 
-    model_config = ConfigDict(json_schema_extra=rules.validations(rules.METRICS_QUEUE_DEPTH))
+    model_config = ConfigDict(
+        json_schema_extra=rules.validations(rules.METRICS_QUEUE_DEPTH, rules.REQUEST_PATH_PRINTABLE)
+    )
 
     path: str = "/metrics"
     """HTTP path of the engine's metrics."""
@@ -138,11 +157,14 @@ class Metrics(ApiModel):
     queue_depth: str | None = None
     """Runtime queue metric name; required when metrics is set."""
     kv_cache_util: str | None = None
-    """KV-cache utilization metric name."""
+    """KV-cache gauge name, a 0–1 fraction per replica (vLLM's vllm:kv_cache_usage_perc);
+    services with scaling.metric kvCacheUtil scale on it."""
     running: str | None = None
     """Running-requests metric name."""
     ttft: str | None = None
     """Time-to-first-token metric name."""
+
+    _path_printable = field_validator("path")(rules.printable_path)
 
     @model_validator(mode="after")
     def _queue_depth_required(self) -> Metrics:
@@ -168,7 +190,7 @@ class InferenceRuntimeSpec(ApiModel):
     lifecycle: Lifecycle = Field(default_factory=Lifecycle)
     """Shutdown budget and pre-stop drain."""
     metrics: Metrics | None = None
-    """Scrape metadata of the engine's own metrics; not used for autoscaling."""
+    """Scrape metadata of the engine's own metrics; kvCacheUtil scaling reads its gauge."""
 
 
 class InferenceRuntimeStatus(ApiModel):

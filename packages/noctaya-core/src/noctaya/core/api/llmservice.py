@@ -182,6 +182,7 @@ class Scaling(ApiModel):
             rules.ACTIVATION_TIMEOUT_POSITIVE,
             rules.STABILIZATION_WHOLE_SECONDS,
             rules.DRAIN_TIMEOUT_NON_NEGATIVE,
+            rules.KV_CACHE_TARGET_PERCENT,
         )
     )
 
@@ -190,9 +191,11 @@ class Scaling(ApiModel):
     max: Int32 = Field(default=1, ge=1, validate_default=True)
     """Maximum backend replicas; at least min."""
     metric: ScalingMetric = ScalingMetric.QUEUE_DEPTH
-    """Only queueDepth is implemented."""
+    """queueDepth (the gateways' held and in-flight requests) or kvCacheUtil (the engine's
+    KV-cache gauge of each ready replica, named by the runtime's metrics.kvCacheUtil)."""
     target: Int32 = Field(default=10, ge=1)
-    """Queue-depth target per backend replica."""
+    """Per backend replica: requests for queueDepth, percent of KV cache (1 to 100) for
+    kvCacheUtil."""
     activation_timeout: ApiDuration = Field(default="5m", validate_default=True)
     """Bounds a cold request's wait or a reject-mode activation lease."""
     scale_down_stabilization: ApiDuration = Field(default="5m", validate_default=True)
@@ -207,6 +210,13 @@ class Scaling(ApiModel):
     def _min_not_above_max(cls, value: int, info: ValidationInfo) -> int:
         minimum = info.data.get("min")
         rules.SCALING_MIN_MAX.check(minimum is None or minimum <= value)
+        return value
+
+    @field_validator("target")
+    @classmethod
+    def _kv_cache_target_percent(cls, value: int, info: ValidationInfo) -> int:
+        kv_cache = info.data.get("metric") is ScalingMetric.KV_CACHE_UTIL
+        rules.KV_CACHE_TARGET_PERCENT.check(not kv_cache or value <= 100)
         return value
 
     @field_validator("activation_timeout")

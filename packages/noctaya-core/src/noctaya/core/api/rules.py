@@ -107,6 +107,11 @@ SCALER_TLS_COMPLETE = Rule(
     " && has(self.authenticationRef) && has(self.authenticationRef.name)"
     " && self.authenticationRef.name != ''",
 )
+KV_CACHE_TARGET_PERCENT = Rule(
+    "target is a percent of KV cache from 1 to 100 when metric is kvCacheUtil",
+    "!has(self.metric) || self.metric != 'kvCacheUtil' || !has(self.target) || self.target <= 100",
+    "target",
+)
 HEARTBEAT_POSITIVE = Rule(
     "heartbeatInterval must be greater than zero",
     _positive("heartbeatInterval"),
@@ -132,6 +137,20 @@ METRICS_QUEUE_DEPTH = Rule(
     "metrics.queueDepth is required when metrics is set",
     "has(self.queueDepth) && self.queueDepth != ''",
 )
+REQUEST_PATH_PRINTABLE = Rule(
+    "path must be printable ASCII without spaces",
+    "!has(self.path) || self.path.matches('^[!-~]*$')",
+    "path",
+)
+"""For the readiness probe's and the metrics' paths, which the gateway sends as its own requests'
+targets: a space or a non-ASCII character would split or corrupt the request line."""
+
+
+def printable_path(value: str | None) -> str | None:
+    """The pydantic side of `REQUEST_PATH_PRINTABLE`, a field validator of either path."""
+    REQUEST_PATH_PRINTABLE.check(value is None or all("!" <= char <= "~" for char in value))
+    return value
+
 
 # The serving container's security context, held to the baseline Pod Security level.
 _BASELINE = "every backend meets the baseline Pod Security level"
@@ -211,10 +230,12 @@ ALL_RULES = (
     ACTIVATION_TIMEOUT_POSITIVE,
     DRAIN_TIMEOUT_NON_NEGATIVE,
     STABILIZATION_WHOLE_SECONDS,
+    KV_CACHE_TARGET_PERCENT,
     SCALER_TLS_COMPLETE,
     HEARTBEAT_POSITIVE,
     SCHEDULER_QUEUE_NEEDS_VOLCANO,
     METRICS_QUEUE_DEPTH,
+    REQUEST_PATH_PRINTABLE,
     QUANTITY_NON_NEGATIVE,
     PORT_NUMBER_OR_NAME,
     NOT_PRIVILEGED,

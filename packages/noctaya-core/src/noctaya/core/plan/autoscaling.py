@@ -10,7 +10,6 @@ import json
 from dataclasses import dataclass
 
 from noctaya.core.api import LLMServiceSpec
-from noctaya.core.api.llmservice import ScalingMetric
 from noctaya.core.errors import NoctayaError
 from noctaya.core.values import Duration
 
@@ -32,6 +31,8 @@ class AutoscalingPlan:
     min_replicas: int
     max_replicas: int
     target: int
+    """Per replica: requests for queueDepth, percent of KV cache for kvCacheUtil; either way
+    the trigger's targetValue, which the scaler's summed metric is divided by."""
     cooldown_seconds: int
     """KEDA cooldown and HPA scale-down stabilization window alike."""
     authentication: AuthenticationPlan | None
@@ -40,12 +41,6 @@ class AutoscalingPlan:
 
 def plan_autoscaling(spec: LLMServiceSpec) -> AutoscalingPlan:
     scaling = spec.scaling
-    if scaling.metric is not ScalingMetric.QUEUE_DEPTH:
-        raise NoctayaError(
-            REASON,
-            f"scaling.metric {json.dumps(scaling.metric.value)} is not supported in v0; "
-            "only queueDepth is wired to the autoscaler",
-        )
     window = scaling.scale_down_stabilization
     if not (window.is_whole_seconds() and Duration(0) <= window <= _MAX_STABILIZATION):
         raise NoctayaError(

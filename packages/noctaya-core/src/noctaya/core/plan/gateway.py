@@ -85,6 +85,8 @@ class GatewayPlan:
     """The runtime's readiness `httpGet` path where it is not the gateway's default: through the
     Service the gateway must ask what the kubelet asks each pod, or an engine without `/health`
     (llama.cpp's server) is never seen ready."""
+    kv_cache: KvCacheScaling | None = None
+    """Set when the service scales on KV-cache use instead of demand."""
 
     @property
     def aggregated(self) -> bool:
@@ -105,6 +107,7 @@ def plan_gateway(
     defaults: GatewayDefaults | None = None,
     served_models: tuple[str, ...] = (),
     readiness_path: str | None = None,
+    kv_cache: KvCacheScaling | None = None,
 ) -> GatewayPlan:
     if not image:
         raise NoctayaError(REASON, "gateway image is required")
@@ -129,4 +132,5 @@ def plan_gateway(
         scheduling=defaults.scheduling,
         served_models=served_models,
         readiness_path=readiness_path,
+        kv_cache=kv_cache,
     )

@@ -6,9 +6,11 @@ backend, gateway, prewarm.
 
 from __future__ import annotations
 
+import json
 from dataclasses import dataclass
 
 from noctaya.core.api import InferenceRuntime, LLMService
+from noctaya.core.api.llmservice import ScalingMetric
 from noctaya.core.cache_planning import (
     CACHE_VOLUME_NAME,
     CachePlan,
@@ -18,11 +20,13 @@ from noctaya.core.cache_planning import (
     plan_cache,
     plan_prewarm,
 )
+from noctaya.core.errors import NoctayaError
 from noctaya.core.model_source import ResolvedModel
+from noctaya.core.plan.autoscaling import REASON as AUTOSCALING_REASON
 from noctaya.core.plan.autoscaling import AutoscalingPlan, plan_autoscaling
 from noctaya.core.plan.backend import BackendPlan, CacheMount, literal_env, plan_backend
 from noctaya.core.plan.container import ClaimVolume, HostPathVolume, Volume
-from noctaya.core.plan.gateway import GatewayDefaults, GatewayPlan, plan_gateway
+from noctaya.core.plan.gateway import GatewayDefaults, GatewayPlan, KvCacheScaling, plan_gateway
 from noctaya.core.plan.gateway_env import DEFAULT_BACKEND_READINESS_PATH
 from noctaya.core.plan.identity import ServiceIdentity
 from noctaya.core.plan.served_models import served_model_names
@@ -76,6 +80,37 @@ def gateway_readiness_path(runtime: InferenceRuntime) -> str | None:
     return None if path == DEFAULT_BACKEND_READINESS_PATH else path
 
 
+def kv_cache_scaling(service: LLMService, runtime: InferenceRuntime) -> KvCacheScaling | None:
+    """Where the gateway reads each pod's KV-cache gauge, for a service that scales on it.
+
+    Refused with the autoscaling decision's reason, so nothing is applied: without the gauge
+    KEDA would have nothing to scale on beyond the first replica.
+    """
+    if service.spec.scaling.metric is not ScalingMetric.KV_CACHE_UTIL:
+        return None
+    name = json.dumps(runtime.metadata.name or "")
+    metrics = runtime.spec.metrics
+    if metrics is None or not metrics.kv_cache_util:
+        raise NoctayaError(
+            AUTOSCALING_REASON,
+            "scaling.metric kvCacheUtil needs the runtime's spec.metrics.kvCacheUtil; "
+            f"InferenceRuntime {name} names no KV-cache gauge",
+        )
+    port = runtime.spec.container.port
+    if metrics.port.isdigit() and 1 <= int(metrics.port) <= 65535:
+        number = int(metrics.port)
+    elif metrics.port == port.name:
+        number = port.container_port
+    else:
+        raise NoctayaError(
+            AUTOSCALING_REASON,
+            f"scaling.metric kvCacheUtil reads the runtime's spec.metrics.port "
+            f"{json.dumps(metrics.port)}, which is neither a port number nor the name of "
+            f"InferenceRuntime {name}'s container port ({json.dumps(port.name)})",
+        )
+    return KvCacheScaling(metric=metrics.kv_cache_util, port=number, path=metrics.path)
+
+
 def plan_serving(
     service: LLMService,
     runtime: InferenceRuntime,
@@ -93,6 +128,7 @@ def plan_serving(
     identity = ServiceIdentity(service.metadata.name or "", service.metadata.namespace or "")
     spec = service.spec
     autoscaling = plan_autoscaling(spec)
+    kv_cache = kv_cache_scaling(service, runtime)
     requested = spec.cache
     cache = plan_cache(
         strategy=requested.strategy.value,
@@ -112,6 +148,7 @@ def plan_serving(
         gateway_defaults,
         served_model_names(backend.args, model.path),
         gateway_readiness_path(runtime),
+        kv_cache,
     )
     return ServingPlan(
         service=identity,
