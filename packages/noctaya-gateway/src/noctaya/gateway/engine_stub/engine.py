@@ -1,5 +1,6 @@
 """The vLLM-shaped endpoints of the engine stub: health gated by a startup delay, chat and
-text completions (streamed token by token or whole), settable vLLM scheduler gauges."""
+text completions (streamed token by token or whole), settable vLLM scheduler gauges, and a
+KV-cache gauge that can follow the streams in flight (`StubSettings.kv_cache_capacity`)."""
 
 from __future__ import annotations
 
@@ -92,6 +93,8 @@ class EngineStub:
         self.settings = settings
         self.ready_at = time.monotonic() + settings.startup_delay
         self.gauges = {"waiting": 0.0, "running": 0.0, "kv_cache": 0.0}
+        self.streaming = 0
+        """Streamed completions being sent now."""
 
     def __call__(self, request: Request, exchange: Exchange) -> Awaitable[None] | None:
         allowed = _ALLOWED.get(request.path)
@@ -136,25 +139,36 @@ class EngineStub:
     async def _stream(self, exchange: Exchange, chat: bool, tokens: int) -> None:
         exchange.start_stream(200, _SSE)
         delay = self.settings.token_delay
-        for index in range(tokens):
-            if exchange.closed:
-                return
-            exchange.write_chunk(_chunk(chat, index))
-            if delay > 0:
-                await asyncio.sleep(delay)
+        self.streaming += 1
+        try:
+            for index in range(tokens):
+                if exchange.closed:
+                    return
+                exchange.write_chunk(_chunk(chat, index))
+                if delay > 0:
+                    await asyncio.sleep(delay)
+        finally:
+            self.streaming -= 1
         if exchange.closed:
             return
         exchange.write_chunk(_DONE)
         exchange.end_stream()
 
+    def kv_cache(self) -> float:
+        """The KV-cache gauge: the share of the capacity in flight, or as `/control` set it."""
+        capacity = self.settings.kv_cache_capacity
+        if capacity is None:
+            return self.gauges["kv_cache"]
+        return min(1.0, self.streaming / capacity)
+
     def _metrics(self) -> bytes:
         lines = []
-        for name, key in (
-            ("vllm:num_requests_waiting", "waiting"),
-            ("vllm:num_requests_running", "running"),
-            ("vllm:kv_cache_usage_perc", "kv_cache"),
+        for name, value in (
+            ("vllm:num_requests_waiting", self.gauges["waiting"]),
+            ("vllm:num_requests_running", self.gauges["running"]),
+            ("vllm:kv_cache_usage_perc", self.kv_cache()),
         ):
-            lines.append(f"# TYPE {name} gauge\n{name} {_go_float(self.gauges[key])}\n")
+            lines.append(f"# TYPE {name} gauge\n{name} {_go_float(value)}\n")
         return "".join(lines).encode()
 
     def _control(self, request: Request, exchange: Exchange) -> None:

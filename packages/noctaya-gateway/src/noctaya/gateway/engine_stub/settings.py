@@ -28,6 +28,11 @@ class StubSettings:
     """Seconds after start at which the stub exits 1, a start-up that fails (STUB_EXIT_AFTER)."""
     list_model: bool = False
     """Log every file of the `--model` directory at start, or exit 1 without one."""
+    kv_cache_capacity: int | None = None
+    """Streams in flight that fill the KV cache (STUB_KV_CACHE_CAPACITY): set, the KV-cache
+    gauge follows them (in flight / capacity, at most 1) instead of `/control`. A pod gets its
+    own from an annotation through the downward API (`fieldRef` `metadata.annotations[…]`), so
+    pods of one Deployment can fill at different rates."""
 
 
 def load_settings(environ: Mapping[str, str]) -> StubSettings:
@@ -40,6 +45,7 @@ def load_settings(environ: Mapping[str, str]) -> StubSettings:
         memory=_bytes(environ.get("STUB_MEMORY", "")),
         exit_after=_non_negative(environ, "STUB_EXIT_AFTER", 0.0) if exit_after else None,
         list_model=_boolean(environ, "STUB_LIST_MODEL"),
+        kv_cache_capacity=_capacity(environ.get("STUB_KV_CACHE_CAPACITY", "")),
     )
 
 
@@ -54,6 +60,15 @@ def _non_negative(environ: Mapping[str, str], name: str, default: float) -> floa
     if value.nanoseconds < 0:
         raise SettingsError(f"{name} must be a non-negative duration")
     return value.seconds
+
+
+def _capacity(text: str) -> int | None:
+    if not text:
+        return None
+    capacity = go_positive_int(text)
+    if capacity is None:
+        raise SettingsError("STUB_KV_CACHE_CAPACITY must be a positive integer")
+    return capacity
 
 
 def _token_count(text: str) -> int:

@@ -10,7 +10,7 @@ can fill the log with tracebacks.
 from __future__ import annotations
 
 import logging
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
 from typing import Any
 
 from noctaya.gateway.requests.lifespan import serve_lifespan
@@ -44,7 +44,7 @@ Decode = Callable[[bytes], Any]
 class ScalerApp:
     def __init__(self, service: ExternalScalerService) -> None:
         self._service = service
-        self._unary: dict[str, tuple[Decode, Callable[[Any], bytes]]] = {
+        self._unary: dict[str, tuple[Decode, Callable[[Any], Awaitable[bytes]]]] = {
             f"/{SERVICE}/IsActive": (decode_scaled_object_ref, service.is_active),
             f"/{SERVICE}/GetMetricSpec": (decode_scaled_object_ref, service.get_metric_spec),
             f"/{SERVICE}/GetMetrics": (decode_get_metrics_request, service.get_metrics),
@@ -89,7 +89,7 @@ class ScalerApp:
         try:
             if unary is None:
                 return self._service.open_stream(request)
-            reply = unary[1](request)
+            reply = await unary[1](request)
         except ScalerRequestError as error:
             raise RpcError(Code.INVALID_ARGUMENT, str(error)) from None
         await _answer(send, frame(reply))

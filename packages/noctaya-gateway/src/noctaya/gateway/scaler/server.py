@@ -29,7 +29,7 @@ from noctaya.gateway.process.running import quiet_cancelled_callbacks
 from noctaya.gateway.requests.lifespan import serve_lifespan
 from noctaya.gateway.requests.responses import Receive, Send
 from noctaya.gateway.scaler.grpc_app import ScalerApp
-from noctaya.gateway.scaler.service import DemandSource, ExternalScalerService
+from noctaya.gateway.scaler.service import DemandSource, ExternalScalerService, ScaledMetric
 from noctaya.gateway.scaler.tls import ScalerTLS
 from noctaya.gateway.server.listen_socket import listen_socket, serve_on
 from noctaya.gateway.server.patches import install_server_patches
@@ -101,9 +101,10 @@ async def start_scaler(
     tls: ScalerTLS | None,
     streams_gauge: Gauge,
     plain: PlainListener | None = None,
+    metric: ScaledMetric | None = None,
 ) -> ScalerServer:
     """Serve the ExternalScaler for `feed` on `listen_addr` (e.g. `:9090`), and
-    `plain`'s app on its listener.
+    `plain`'s app on its listener; GetMetrics reports `metric` where given, else `feed`.
 
     Raises ValueError for a malformed address and OSError when a port cannot be bound (the plain
     listener's is bound first).
@@ -121,7 +122,7 @@ async def start_scaler(
     sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_KEEPIDLE, KEEPALIVE_IDLE_SECONDS)
     sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_KEEPINTVL, KEEPALIVE_INTERVAL_SECONDS)
     sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_KEEPCNT, KEEPALIVE_PROBES)
-    service = ExternalScalerService(feed, streams_gauge)
+    service = ExternalScalerService(feed, streams_gauge, metric=metric)
     config = _ScalerConfig(tls)
     config.h2_max_concurrent_streams = MAX_STREAMS_PER_CONNECTION
     config.keep_alive_timeout = IDLE_CONNECTION_SECONDS

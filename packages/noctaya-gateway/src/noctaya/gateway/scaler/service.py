@@ -9,6 +9,10 @@ A stream never ends on its own, yet each one holds a call slot of the server. So
 oldest, whose client reconnects and gets the current state at once. A flood of streams thus never
 leaves KEDA's unary calls (IsActive, GetMetrics) refused with RESOURCE_EXHAUSTED.
 
+GetMetrics reports demand too, unless the service scales on another metric (`ScaledMetric`:
+KV-cache use for `kvCacheUtil`); activation, IsActive and the stream, stays demand's either way,
+since a backend at zero replicas has no KV cache to read.
+
 Answers are encoded messages; a request KEDA should not have sent raises ScalerRequestError.
 """
 
@@ -37,6 +41,12 @@ class DemandSource(Protocol):
     def current(self) -> int: ...
 
     def subscribe(self) -> Subscription: ...
+
+
+class ScaledMetric(Protocol):
+    """What GetMetrics reports in place of demand, summed over the backend's replicas."""
+
+    async def current(self) -> float: ...
 
 
 class ActiveStream:
@@ -69,9 +79,14 @@ class ActiveStream:
 
 class ExternalScalerService:
     def __init__(
-        self, source: DemandSource, streams_gauge: Gauge, max_streams: int = MAX_ACTIVE_STREAMS
+        self,
+        source: DemandSource,
+        streams_gauge: Gauge,
+        max_streams: int = MAX_ACTIVE_STREAMS,
+        metric: ScaledMetric | None = None,
     ) -> None:
         self._source = source
+        self._metric = metric
         self._streams = streams_gauge
         self._max_streams = max_streams
         self._open: dict[Subscription, None] = {}  # each open stream's demands, oldest first
@@ -83,7 +98,7 @@ class ExternalScalerService:
         for demands in self._open:
             demands.end()
 
-    def is_active(self, ref: ScaledObjectRef) -> bytes:
+    async def is_active(self, ref: ScaledObjectRef) -> bytes:
         target_value(ref)
         return is_active_response(self._source.current() > 0)
 
@@ -105,9 +120,11 @@ class ExternalScalerService:
         self._open.pop(demands, None)
         self._streams.dec()
 
-    def get_metric_spec(self, ref: ScaledObjectRef) -> bytes:
+    async def get_metric_spec(self, ref: ScaledObjectRef) -> bytes:
         return get_metric_spec_response(METRIC_NAME, target_value(ref))
 
-    def get_metrics(self, request: GetMetricsRequest) -> bytes:
+    async def get_metrics(self, request: GetMetricsRequest) -> bytes:
         check_metrics_request(request)
+        if self._metric is not None:
+            return get_metrics_response(METRIC_NAME, await self._metric.current())
         return get_metrics_response(METRIC_NAME, self._source.current())
