@@ -15,6 +15,7 @@ from noctaya.gateway.aggregator.server import AggregatorServer
 from noctaya.gateway.demand.feed import DemandFeed
 from noctaya.gateway.metrics.exposition import Gauge, Registry
 from noctaya.gateway.scaler.server import ScalerServer, start_scaler
+from noctaya.gateway.scaler.service import ScaledMetric
 
 from .keda import Keda
 
@@ -71,7 +72,10 @@ async def start_aggregator(token_file: Path) -> AsyncIterator[AggregatorFactory]
     started: list[AggregatorServer] = []
 
     async def start(
-        member_ttl: float = 10.0, sweep_period: float = 1.0, **env: str
+        member_ttl: float = 10.0,
+        sweep_period: float = 1.0,
+        metric: ScaledMetric | None = None,
+        **env: str,
     ) -> AggregatorServer:
         environ = {
             "NOCTAYA_DEMAND_AUTH_TOKEN_FILE": str(token_file),
@@ -80,7 +84,7 @@ async def start_aggregator(token_file: Path) -> AsyncIterator[AggregatorFactory]
             **env,
         }
         server = AggregatorServer(
-            load_config(environ), member_ttl=member_ttl, sweep_period=sweep_period
+            load_config(environ), member_ttl=member_ttl, sweep_period=sweep_period, metric=metric
         )
         await server.start()
         started.append(server)

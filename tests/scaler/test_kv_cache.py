@@ -13,6 +13,7 @@ import logging
 import math
 import time
 from collections.abc import AsyncIterator, Awaitable, Callable
+from dataclasses import dataclass
 
 import aiohttp
 import pytest
@@ -22,11 +23,17 @@ from noctaya.gateway.engine_stub import EngineStub, StubSettings, load_settings
 from noctaya.gateway.engine_stub.http11 import serve
 from noctaya.gateway.engine_stub.settings import SettingsError
 from noctaya.gateway.metrics.exposition import Counter, Registry
-from noctaya.gateway.scaler.kv_cache import DISCARDED_HELP, KvCacheReader, gauge_value
+from noctaya.gateway.scaler.kv_cache import (
+    DISCARDED_HELP,
+    KvCacheReader,
+    gauge_value,
+    ready_addresses,
+)
 from noctaya.gateway.scaler.server import start_scaler
 
-from .conftest import streams_gauge
+from .conftest import AggregatorFactory, streams_gauge
 from .keda import Keda
+from .reports import Reporter, report
 
 GAUGE = "vllm:kv_cache_usage_perc"
 DISCARDED = "noctaya_gateway_kv_cache_discarded"
@@ -322,6 +329,61 @@ async def test_keda_gets_the_sum_while_activation_stays_with_demand(
         await keda.close()
         await server.stop(1)
         await kv.close()
+
+
+async def test_behind_several_gateways_the_aggregator_counts_each_pod_once(
+    pods: Pods, registry: Registry, start_aggregator: AggregatorFactory
+) -> None:
+    """Both gateways send to both pods, yet KEDA gets 2 × 40 %, not twice that: the aggregator
+    reads the pods itself, and the gateways report only demand, which activation follows."""
+    for _ in range(2):
+        await pods.stub(kv_cache=0.4)
+    kv = reader(pods, registry)
+    aggregator = await start_aggregator(metric=kv)
+    keda = Keda.insecure(aggregator.scaler_port)
+    try:
+        async with aiohttp.ClientSession() as session:
+            reporter = Reporter(session, aggregator)
+            for gateway in ("gw/a", "gw/b"):
+                assert (await reporter.post(report(gateway, 1, 0))).status == 204
+            assert await keda.metric() == pytest.approx(80.0)
+            assert await keda.is_active() is False
+            assert (await reporter.post(report("gw/a", 2, 3))).status == 204
+            assert await keda.is_active() is True
+            assert await keda.metric() == pytest.approx(80.0)
+    finally:
+        await keda.close()
+        await kv.close()
+
+
+@dataclass(frozen=True)
+class Endpoint:
+    address: str
+    port: int
+    ready: bool
+    serving: bool
+    terminating: bool
+
+
+class Watch:
+    def __init__(self, *endpoints: Endpoint) -> None:
+        self.now = endpoints
+
+    def endpoints(self) -> tuple[Endpoint, ...]:
+        return self.now
+
+
+def test_only_ready_pods_are_read_each_once_as_the_watch_sees_them_now() -> None:
+    watch = Watch(
+        Endpoint("10.0.0.1", 8000, True, True, False),
+        Endpoint("10.0.0.1", 8000, True, True, False),  # named by two slices
+        Endpoint("10.0.0.2", 8000, False, True, True),  # terminating
+        Endpoint("fd00::3", 8000, True, True, False),
+    )
+    addresses = ready_addresses(watch)
+    assert addresses() == {"10.0.0.1", "fd00::3"}
+    watch.now = ()
+    assert addresses() == set()
 
 
 @pytest.mark.parametrize(("text", "capacity"), [("", None), ("8", 8)])

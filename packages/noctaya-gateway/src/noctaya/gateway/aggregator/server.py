@@ -1,6 +1,9 @@
 """One running aggregator: the report endpoint and the ExternalScaler fed by the aggregate, on one
 server (the scaler's, with the reports on a plain listener of their own).
 
+For `kvCacheUtil` scaling the aggregator reads the pods' KV-cache gauges itself (`metric`), not
+the gateways: each pod is then counted once, however many gateways there are.
+
 Memory-only by design: after a restart the total rebuilds from the gateways' 2 s heartbeats,
 well inside KEDA's polling interval, so there is nothing to persist or to get out of sync.
 """
@@ -15,6 +18,7 @@ from noctaya.gateway.aggregator.config import AggregatorConfig
 from noctaya.gateway.aggregator.metrics import AggregatorMetrics
 from noctaya.gateway.aggregator.routes import AggregatorRoutes
 from noctaya.gateway.scaler.server import PlainListener, ScalerServer, start_scaler
+from noctaya.gateway.scaler.service import ScaledMetric
 
 
 class AggregatorServer:
@@ -24,8 +28,11 @@ class AggregatorServer:
         *,
         member_ttl: float = MEMBER_TTL_SECONDS,
         sweep_period: float = SWEEP_PERIOD_SECONDS,
+        metric: ScaledMetric | None = None,
     ) -> None:
+        """`metric`: what GetMetrics reports instead of the aggregate demand."""
         self.config = config
+        self._metric = metric
         self.metrics = AggregatorMetrics()
         self.aggregate = Aggregate(config.max_members, self.metrics, member_ttl=member_ttl)
         self.routes = AggregatorRoutes(
@@ -45,6 +52,7 @@ class AggregatorServer:
             self.config.tls,
             self.metrics.streams,
             PlainListener(self.config.listen_addr, self.routes),
+            self._metric,
         )
         assert self._server.plain_port is not None
         self.http_port = self._server.plain_port

@@ -17,13 +17,33 @@ from __future__ import annotations
 import asyncio
 import logging
 import math
-from collections.abc import Callable, Collection
+from collections.abc import Callable, Collection, Sequence
+from typing import Protocol
 
 from noctaya.gateway.metrics.exposition import Counter
 from noctaya.gateway.upstream import UpstreamError, UpstreamPool
 
 Addresses = Callable[[], Collection[str]]
 """The IP addresses of the backend's ready pods now (the EndpointSlice watch's view)."""
+
+
+class PodEndpoint(Protocol):
+    @property
+    def address(self) -> str: ...
+    @property
+    def ready(self) -> bool: ...
+
+
+class PodEndpoints(Protocol):
+    """The backend's pods as an EndpointSlice watch follows them (`backend.endpoints`)."""
+
+    def endpoints(self) -> Sequence[PodEndpoint]: ...
+
+
+def ready_addresses(pods: PodEndpoints) -> Addresses:
+    """The ready pods' addresses, each once though several slices name it."""
+    return lambda: {endpoint.address for endpoint in pods.endpoints() if endpoint.ready}
+
 
 SCRAPE_TIMEOUT = 2.0
 """Seconds one pod's whole answer may take: well inside KEDA's 5 s polling interval."""
