@@ -24,6 +24,9 @@ NEGATIVE = "must be greater than or equal to 0"
 PROBE_PORT = "must be a port number from 1 to 65535 or a name"
 DNS_LABEL = "^[a-z0-9]([-a-z0-9]*[a-z0-9])?$"
 BOTH_TLS_FIELDS = "serverSecretName and authenticationRef.name are both required when tls is set"
+KV_CACHE_PERCENT = "target is a percent of KV cache from 1 to 100 when metric is kvCacheUtil"
+PRINTABLE_PATH = "path must be printable ASCII without spaces"
+METRICS = {"queueDepth": "vllm:num_requests_waiting", "kvCacheUtil": "vllm:kv_cache_usage_perc"}
 
 
 def _service(changes: dict[str, Any]) -> Manifest:
@@ -235,6 +238,36 @@ def _runtime(changes: dict[str, Any]) -> Manifest:
             "should be less than or equal to 65535",
             id="grpc-probe-port-above-65535",
         ),
+        pytest.param(
+            _service({"scaling": {"metric": "kvCacheUtil", "target": 101}}),
+            "spec.scaling.target",
+            KV_CACHE_PERCENT,
+            id="kvCacheUtil-target-above-100",
+        ),
+        pytest.param(
+            _service({"scaling": {"metric": "kvCacheUtil", "target": 0}}),
+            "spec.scaling.target",
+            "should be greater than or equal to 1",
+            id="kvCacheUtil-target-zero",
+        ),
+        pytest.param(
+            _runtime({"health": {"readiness": {"httpGet": {"port": "http", "path": "/he alth"}}}}),
+            "spec.health.readiness.httpGet.path",
+            PRINTABLE_PATH,
+            id="readiness-path-with-a-space",
+        ),
+        pytest.param(
+            _runtime({"health": {"readiness": {"httpGet": {"port": "http", "path": "/santé"}}}}),
+            "spec.health.readiness.httpGet.path",
+            PRINTABLE_PATH,
+            id="readiness-path-not-ascii",
+        ),
+        pytest.param(
+            _runtime({"metrics": {**METRICS, "path": "/me trics"}}),
+            "spec.metrics.path",
+            PRINTABLE_PATH,
+            id="metrics-path-with-a-space",
+        ),
     ],
 )
 def test_violating_manifest_is_rejected_at_admission_naming_field_and_rule(
@@ -374,6 +407,44 @@ def test_violating_manifest_is_rejected_at_admission_naming_field_and_rule(
             ["health", "liveness", "tcpSocket", "port"],
             65535,
             id="probe-ports-by-name-and-at-the-bound",
+        ),
+        pytest.param(
+            _service({"scaling": {"metric": "kvCacheUtil", "target": 100}}),
+            ["scaling", "target"],
+            100,
+            id="kvCacheUtil-target-100",
+        ),
+        pytest.param(
+            _service({"scaling": {"metric": "kvCacheUtil"}}),
+            ["scaling", "target"],
+            10,
+            id="kvCacheUtil-target-defaulted",
+        ),
+        pytest.param(
+            _service({"scaling": {"target": 500}}),
+            ["scaling", "target"],
+            500,
+            id="queueDepth-target-above-100",
+        ),
+        pytest.param(
+            _runtime(
+                {"health": {"readiness": {"httpGet": {"port": "http", "path": "/v1/ok?a=~"}}}}
+            ),
+            ["health", "readiness", "httpGet", "path"],
+            "/v1/ok?a=~",
+            id="readiness-path-printable",
+        ),
+        pytest.param(
+            _runtime({"health": {"liveness": {"httpGet": {"port": "http", "path": "/he alth"}}}}),
+            ["health", "liveness", "httpGet", "path"],
+            "/he alth",
+            id="liveness-path-keeps-kubernetes-rules",
+        ),
+        pytest.param(
+            _runtime({"metrics": METRICS}),
+            ["metrics", "kvCacheUtil"],
+            "vllm:kv_cache_usage_perc",
+            id="metrics-with-kvCacheUtil",
         ),
     ],
 )

@@ -156,6 +156,26 @@ INVALID: list[tuple[str, Manifest, str]] = [
         "spec.accelerator.scheduler.queue",
     ),
     (
+        "kvCacheUtil target above 100 percent",
+        service({"scaling": {"metric": "kvCacheUtil", "target": 101}}),
+        "spec.scaling.target",
+    ),
+    (
+        "readiness path with a space",
+        runtime({"health": {"readiness": {"httpGet": {"port": "http", "path": "/he alth"}}}}),
+        "spec.health.readiness.httpGet.path",
+    ),
+    (
+        "readiness path not ASCII",
+        runtime({"health": {"readiness": {"httpGet": {"port": "http", "path": "/santé"}}}}),
+        "spec.health.readiness.httpGet.path",
+    ),
+    (
+        "metrics path with a space",
+        runtime({"metrics": {"queueDepth": "q", "path": "/me trics"}}),
+        "spec.metrics.path",
+    ),
+    (
         "zero grace period",
         runtime({"lifecycle": {"terminationGracePeriodSeconds": 0}}),
         "spec.lifecycle.terminationGracePeriodSeconds",
@@ -167,6 +187,7 @@ VALID: list[tuple[str, Manifest]] = [
     ("runtime name with dots", runtime(name="vllm-0.8.nvidia")),
     ("OCI model with a persistent cache", service({"model": {"source": {"uri": OCI_URI}}})),
     ("stabilization of 1h", service({"scaling": {"scaleDownStabilization": "1h"}})),
+    ("queueDepth target above 100", service({"scaling": {"target": 500}})),
 ]
 
 

@@ -19,6 +19,7 @@ from typing import Any, TypeVar
 
 from noctaya.core.api import InvalidResource, LLMService, parse_inferenceruntime, parse_llmservice
 from noctaya.core.api.json_shape import quote
+from noctaya.core.api.llmservice import ScalingMetric
 from noctaya.core.api.yaml_documents import ManifestYAMLError, read_documents
 from noctaya.core.errors import NoctayaError
 from noctaya.core.ineffective_settings import ineffective_runtime_settings, ineffective_settings
@@ -128,9 +129,23 @@ def render_files(
         else:
             outcome.objects += applied_objects(rendered)
         outcome.warnings += [
-            Problem(where, f"warning: {text}") for text in ineffective_settings(service, runtime)
+            Problem(where, f"warning: {text}")
+            for text in [*ineffective_settings(service, runtime), *_unset_percent_target(service)]
         ]
     return outcome
+
+
+def _unset_percent_target(service: LLMService) -> list[str]:
+    """kvCacheUtil with the target left at queueDepth's default: valid, and most likely meant
+    as requests, not as a tenth of one replica's cache."""
+    scaling = service.spec.scaling
+    if scaling.metric is not ScalingMetric.KV_CACHE_UTIL or "target" in scaling.model_fields_set:
+        return []
+    return [
+        f"spec.scaling.target: left at queueDepth's default {scaling.target}, which for "
+        f"kvCacheUtil asks for a backend replica per {scaling.target} % of one replica's KV "
+        "cache in use; set the percent each replica should run at, such as 70"
+    ]
 
 
 def _check_pinned_runtime(service: LLMService, invalid: Mapping[str, str]) -> None:
