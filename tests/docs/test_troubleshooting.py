@@ -6,8 +6,11 @@ import re
 from pathlib import Path
 
 import pytest
+import yaml
 from noctaya.core import observation
 from noctaya.k8s import cli
+from noctaya.k8s.observe import JOB_NAME_LABEL
+from noctaya.k8s.operator.flags import build_parser
 
 from .rendering import rendered
 from .status_reasons import code_reasons
@@ -142,3 +145,43 @@ def test_the_backend_pod_selectors_match_backend_pods_and_not_the_prewarm_job_po
     )
     assert _matches(deployment_selector, templates["job"]["metadata"]["labels"])
     assert "that selector matches the Job's pod too" in section("CrashLoopBackOff")
+
+
+def _pull_section() -> str:
+    text = PAGE.read_text(encoding="utf-8")
+    start = text.index("## Pods that cannot pull their image\n")
+    return text[start : text.index("\n## ", start + 1)]
+
+
+def test_the_image_pull_section_finds_the_operator_and_job_pods_by_their_real_labels() -> None:
+    repo = PAGE.parents[1]
+    section_text = _pull_section()
+    (operator_selector,) = re.findall(r"-n noctaya-system get pods -l (\S+)", section_text)
+    chart = (repo / "charts" / "noctaya" / "templates" / "deployment.yaml").read_text()
+    (kustomized,) = [
+        doc
+        for doc in yaml.safe_load_all((repo / "config" / "manager" / "manager.yaml").read_text())
+        if doc and doc["kind"] == "Deployment"
+    ]
+    key, value = operator_selector.split("=")
+    assert f"{key}: {value}" in chart
+    assert kustomized["spec"]["template"]["metadata"]["labels"][key] == value
+    (job_selector,) = re.findall(r"-n ai get pods -l (\S+)", section_text)
+    job_label, job_name = job_selector.split("=")
+    assert job_label == JOB_NAME_LABEL
+    assert ("Job", job_name) in rendered([repo / "examples" / "nvidia" / "a10"])
+
+
+def test_the_image_pull_section_names_values_flags_and_fields_that_exist() -> None:
+    repo = PAGE.parents[1]
+    text = " ".join(_pull_section().split())
+    values = yaml.safe_load((repo / "charts" / "noctaya" / "values.yaml").read_text())
+    for name in re.findall(r"`image\.(\w+)`", text):
+        assert name in values["image"], name
+    assert "imagePullSecrets" in values
+    flags = build_parser().format_help()
+    for flag in re.findall(r"`(--[a-z-]+)`", text):
+        assert flag in flags, flag
+    assert "--gateway-image=" in (repo / "config" / "manager" / "manager.yaml").read_text()
+    assert "images:" in (repo / "config" / "default" / "kustomization.yaml").read_text()
+    assert set(observation._IMAGE_PULL_WAITING_REASONS) >= {"ErrImagePull", "ImagePullBackOff"}

@@ -230,7 +230,7 @@ def test_the_image_version_and_chart_values_named_exist() -> None:
     values = yaml.safe_load((REPO / "charts" / "noctaya" / "values.yaml").read_text())
     assert values["fetch"]["plainHTTPRegistries"] == []
     assert "registry" in values["image"]
-    assert "`--set 'fetch.plainHTTPRegistries={registry.local:5000}'`" in text()
+    assert "`--set 'fetch.plainHTTPRegistries={kind-registry:5000}'`" in flat()
 
 
 def test_a_hf_service_would_fetch_the_whole_repository_into_a_path_llama_cannot_open(
