@@ -62,7 +62,8 @@ def test_the_introduction_names_the_engines_a_backend_runs_not_only_vllm() -> No
 
 _HISTORY_OR_HARNESS = re.compile(
     r"\bused to be\b|\bpreviously\b|\bas before\b|\bsince v?0\.\d|\bno longer supported\b"
-    r"|\bthe box\b|\bthe tests' (?:cluster|nodes?)\b",
+    r"|\bthe box\b|\bthe tests' (?:cluster|nodes?)\b"
+    r"|\bin-box\b|\bthe tests run\b|\bthis page stays true\b|--compare REV\b",
     re.IGNORECASE,
 )
 
