@@ -77,7 +77,8 @@ class Engine:
         self.stub.ready_at = float("inf")
 
 
-async def start_engine(**settings: Any) -> Engine:
+async def start_engine(host: str = "127.0.0.1", port: int = 0, **settings: Any) -> Engine:
+    """An engine stub listening on `host` (any loopback address: one "pod" of a backend)."""
     stub = EngineStub(StubSettings(**settings))
     engine: Engine
 
@@ -99,9 +100,9 @@ async def start_engine(**settings: Any) -> Engine:
 
         return tracked()
 
-    server = await serve(handler, "127.0.0.1", 0)
+    server = await serve(handler, host, port)
     port = server.sockets[0].getsockname()[1]
-    engine = Engine(stub, server, f"http://127.0.0.1:{port}")
+    engine = Engine(stub, server, f"http://{host}:{port}")
     return engine
 
 

@@ -26,8 +26,9 @@ import contextlib
 import math
 import time
 from collections.abc import Callable
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Protocol
 
+from noctaya.core.plan.gateway_env import DEFAULT_BACKEND_READINESS_PATH
 from noctaya.gateway.upstream import UpstreamError, UpstreamPool
 from noctaya.gateway.upstream.pool import SYN_ANSWER_SECONDS
 
@@ -41,12 +42,25 @@ kube-proxy rewrites the Service's rules, every SYN may be lost for a while, and 
 still try a new socket."""
 
 
+class Readiness(Protocol):
+    """What the request path asks of the backend's readiness: a `ReadinessProbe` of the
+    Service, or `Replicas` while the gateway follows the backend's pods."""
+
+    on_ready: Callable[[], None] | None
+
+    def cached_ready(self) -> bool: ...
+
+    async def ready(self) -> bool: ...
+
+    def refresh(self, max_age: float) -> None: ...
+
+
 class ReadinessProbe:
     def __init__(
         self,
         pool: UpstreamPool,
         *,
-        path: str = "/health",
+        path: str = DEFAULT_BACKEND_READINESS_PATH,
         interval: float = 0.5,
         timeout: float = 2.0,
         retry: float = 0.05,

@@ -54,6 +54,13 @@ class GatewayMetrics:
             ["result"],
             registry=r,
         )
+        self.endpoints_watch = Gauge(
+            "noctaya_gateway_endpoints_watch",
+            "1 for the state of the watch of the backend's EndpointSlices: watching (requests "
+            "go to pod addresses) or fallback (to the backend Service). Absent without a watch.",
+            ["state"],
+            registry=r,
+        )
         self._uncounted: dict[int, int] = {}
 
     def read_demand(self, pending: Callable[[], int], demand: Callable[[], int]) -> None:
@@ -68,6 +75,11 @@ class GatewayMetrics:
             self.requests.labels(code=str(status))  # the series exists from the first response
             uncounted[status] = 0
         uncounted[status] += 1
+
+    def watch_state(self, state: str, states: tuple[str, ...]) -> None:
+        """`state` of `states` is the endpoints watch's now."""
+        for each in states:
+            self.endpoints_watch.labels(state=each).set(1 if each == state else 0)
 
     def reject(self, reason: str) -> None:
         self.rejections.labels(reason=reason).inc()

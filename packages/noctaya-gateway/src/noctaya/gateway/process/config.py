@@ -19,6 +19,7 @@ from dataclasses import dataclass
 from urllib.parse import urlsplit
 
 from noctaya.core.plan import gateway_env as names
+from noctaya.core.plan.gateway_env import DEFAULT_BACKEND_READINESS_PATH
 from noctaya.core.values import Duration
 from noctaya.core.values.duration import positive_duration
 from noctaya.core.values.go_text import go_positive_int, go_quote
@@ -31,13 +32,17 @@ from noctaya.gateway.process.describe import describe_error
 from noctaya.gateway.requests.auth import read_key
 from noctaya.gateway.upstream.pool import HEAD_TIMEOUT, READ_TIMEOUT
 
-DEFAULT_BACKEND_READINESS_PATH = "/health"
 DEFAULT_LISTEN_ADDR = ":8080"
 DEFAULT_MAX_QUEUE = 100
 DEFAULT_ACTIVATION_TIMEOUT = Duration.parse("5m")
 DEFAULT_HEARTBEAT_INTERVAL = Duration.parse("10s")
 DEFAULT_BACKEND_READ_TIMEOUT = Duration(round(READ_TIMEOUT * 1e9))
 DEFAULT_BACKEND_HEAD_TIMEOUT = Duration(round(HEAD_TIMEOUT * 1e9))
+SERVICE_ACCOUNT = "/var/run/secrets/kubernetes.io/serviceaccount"
+DEFAULT_KUBERNETES_TOKEN_FILE = f"{SERVICE_ACCOUNT}/token"
+DEFAULT_KUBERNETES_CA_FILE = f"{SERVICE_ACCOUNT}/ca.crt"
+DEFAULT_BACKEND_METRICS_PATH = "/metrics"
+ENDPOINTS_RETRY_SECONDS = 10.0
 MIB = 1024 * 1024
 DEFAULT_MAX_REQUEST_BODY = 8 * MIB
 """Equal to the stream-detection peek, so a request that waits for a cold backend is held whole
@@ -48,11 +53,32 @@ DEFAULT_CLIENT_SEND_TIMEOUT = Duration.parse("60s")
 
 _REQUEST_PATH = re.compile(r"/[!-~]*")
 """What may follow the backend URL in a request line as the readiness path."""
+_DNS_LABEL = re.compile(r"[a-z0-9]([-a-z0-9]{0,61}[a-z0-9])?")
+"""A namespace's or a Service's name (RFC 1123 label)."""
 
 
 class ColdStartMode(enum.Enum):
     KEEPALIVE = "keepalive"
     REJECT = "reject"
+
+
+class ScalingMetric(enum.Enum):
+    QUEUE_DEPTH = "queueDepth"
+    KV_CACHE_UTIL = "kvCacheUtil"
+
+
+@dataclass(frozen=True)
+class BackendEndpoints:
+    """The backend Service whose EndpointSlices the gateway follows, and how it reaches the
+    Kubernetes API for them."""
+
+    namespace: str
+    service: str
+    api_url: str | None
+    """`https://<KUBERNETES_SERVICE_HOST>:<KUBERNETES_SERVICE_PORT>`; None when the platform
+    did not set them (the gateway then keeps to the Service URL and says why)."""
+    token_file: str = DEFAULT_KUBERNETES_TOKEN_FILE
+    ca_file: str = DEFAULT_KUBERNETES_CA_FILE
 
 
 @dataclass(frozen=True)
@@ -82,6 +108,15 @@ class GatewayConfig:
     backend_read_timeout: float = DEFAULT_BACKEND_READ_TIMEOUT.seconds
     backend_head_timeout: float = DEFAULT_BACKEND_HEAD_TIMEOUT.seconds
     served_models: tuple[str, ...] = ()
+    backend_endpoints: BackendEndpoints | None = None
+    """None: requests and readiness go through `backend_url` alone."""
+    endpoints_retry_interval: float = ENDPOINTS_RETRY_SECONDS
+    """How often a watch that cannot work (RBAC taken away) is tried again."""
+    scaling_metric: ScalingMetric = ScalingMetric.QUEUE_DEPTH
+    backend_metrics_port: int | None = None
+    """Where each pod's engine serves its metrics (None: the port of its endpoint)."""
+    backend_metrics_path: str = DEFAULT_BACKEND_METRICS_PATH
+    backend_kv_cache_metric: str | None = None
 
 
 def load_config(environ: Mapping[str, str]) -> GatewayConfig:
@@ -95,12 +130,9 @@ def load_config(environ: Mapping[str, str]) -> GatewayConfig:
     scaler_listen_addr = listen_addr_setting(
         environ, names.SCALER_LISTEN_ADDR, DEFAULT_SCALER_LISTEN_ADDR
     )
-    readiness_path = environ.get(names.BACKEND_READINESS_PATH) or DEFAULT_BACKEND_READINESS_PATH
-    if not _REQUEST_PATH.fullmatch(readiness_path):
-        raise ConfigError(
-            f"{names.BACKEND_READINESS_PATH}: {go_quote(readiness_path)} is not an absolute "
-            "path of printable ASCII without spaces"
-        )
+    readiness_path = _request_path(
+        environ, names.BACKEND_READINESS_PATH, DEFAULT_BACKEND_READINESS_PATH
+    )
     key_file = environ.get(names.CLIENT_API_KEY_FILE) or None
     if key_file is not None:
         _check_key_file(key_file)
@@ -134,7 +166,66 @@ def load_config(environ: Mapping[str, str]) -> GatewayConfig:
             environ, names.BACKEND_HEAD_TIMEOUT, DEFAULT_BACKEND_HEAD_TIMEOUT
         ),
         served_models=_served_models(environ.get(names.SERVED_MODELS)),
+        backend_endpoints=_backend_endpoints(environ),
+        scaling_metric=_scaling_metric(environ.get(names.SCALING_METRIC)),
+        backend_metrics_port=_port(environ.get(names.BACKEND_METRICS_PORT)),
+        backend_metrics_path=_request_path(
+            environ, names.BACKEND_METRICS_PATH, DEFAULT_BACKEND_METRICS_PATH
+        ),
+        backend_kv_cache_metric=environ.get(names.BACKEND_KV_CACHE_METRIC) or None,
     )
+
+
+def _backend_endpoints(environ: Mapping[str, str]) -> BackendEndpoints | None:
+    text = environ.get(names.BACKEND_ENDPOINTS)
+    if not text:
+        return None
+    namespace, _, service = text.partition("/")
+    if not (_DNS_LABEL.fullmatch(namespace) and _DNS_LABEL.fullmatch(service)):
+        raise ConfigError(
+            f"{names.BACKEND_ENDPOINTS} must be <namespace>/<service>, got {go_quote(text)}"
+        )
+    host = environ.get("KUBERNETES_SERVICE_HOST", "")
+    port = environ.get("KUBERNETES_SERVICE_PORT", "443")
+    api_url = None
+    if host and port.isdigit():
+        api_url = f"https://[{host}]:{port}" if ":" in host else f"https://{host}:{port}"
+    return BackendEndpoints(
+        namespace,
+        service,
+        api_url,
+        token_file=environ.get(names.KUBERNETES_TOKEN_FILE) or DEFAULT_KUBERNETES_TOKEN_FILE,
+        ca_file=environ.get(names.KUBERNETES_CA_FILE) or DEFAULT_KUBERNETES_CA_FILE,
+    )
+
+
+def _scaling_metric(text: str | None) -> ScalingMetric:
+    try:
+        return ScalingMetric(text or ScalingMetric.QUEUE_DEPTH.value)
+    except ValueError:
+        choices = " or ".join(each.value for each in ScalingMetric)
+        raise ConfigError(
+            f"{names.SCALING_METRIC} must be {choices}, got {go_quote(text or '')}"
+        ) from None
+
+
+def _port(text: str | None) -> int | None:
+    if not text:
+        return None
+    if not (text.isascii() and text.isdigit() and 0 < int(text) < 65536):
+        raise ConfigError(
+            f"{names.BACKEND_METRICS_PORT} must be a port number, got {go_quote(text)}"
+        )
+    return int(text)
+
+
+def _request_path(environ: Mapping[str, str], name: str, default: str) -> str:
+    path = environ.get(name) or default
+    if not _REQUEST_PATH.fullmatch(path):
+        raise ConfigError(
+            f"{name}: {go_quote(path)} is not an absolute path of printable ASCII without spaces"
+        )
+    return path
 
 
 def _served_models(text: str | None) -> tuple[str, ...]:

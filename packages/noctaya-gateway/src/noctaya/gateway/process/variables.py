@@ -10,6 +10,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from noctaya.core.plan import gateway_env as names
+from noctaya.core.plan.gateway_env import DEFAULT_BACKEND_READINESS_PATH
 from noctaya.gateway.aggregator.config import (
     DEFAULT_LISTEN_ADDR as DEFAULT_AGGREGATOR_LISTEN_ADDR,
 )
@@ -18,16 +19,20 @@ from noctaya.gateway.aggregator.protocol import MIN_TOKEN_LENGTH
 from noctaya.gateway.process.config import (
     DEFAULT_ACTIVATION_TIMEOUT,
     DEFAULT_BACKEND_HEAD_TIMEOUT,
+    DEFAULT_BACKEND_METRICS_PATH,
     DEFAULT_BACKEND_READ_TIMEOUT,
-    DEFAULT_BACKEND_READINESS_PATH,
     DEFAULT_CLIENT_SEND_TIMEOUT,
     DEFAULT_HEARTBEAT_INTERVAL,
+    DEFAULT_KUBERNETES_CA_FILE,
+    DEFAULT_KUBERNETES_TOKEN_FILE,
     DEFAULT_LISTEN_ADDR,
     DEFAULT_MAX_QUEUE,
     DEFAULT_MAX_REQUEST_BODY,
     DEFAULT_REQUEST_BODY_TIMEOUT,
+    ENDPOINTS_RETRY_SECONDS,
     MIB,
     ColdStartMode,
+    ScalingMetric,
 )
 from noctaya.gateway.process.config_shared import DEFAULT_SCALER_LISTEN_ADDR
 
@@ -79,6 +84,34 @@ GATEWAY_SETTINGS = (
         f"`{names.BACKEND_READINESS_PATH}` answering 200 means a backend is ready.",
     ),
     Setting(
+        names.BACKEND_ENDPOINTS,
+        "",
+        "`<namespace>/<service>`, each a DNS label; anything else stops startup",
+        "The backend Service whose EndpointSlices the gateway lists and watches (through the "
+        "API server at `KUBERNETES_SERVICE_HOST`:`KUBERNETES_SERVICE_PORT`, which Kubernetes "
+        "sets in every pod): each request goes to the ready pod with the fewest requests in "
+        "flight from this gateway, never to a terminating one, and a held request to the first "
+        "pod found ready, by its EndpointSlice or by the gateway's own readiness probe of its "
+        "address. Where the watch cannot work (no token, or RBAC refuses it: 401, 403) the "
+        "gateway sends to the backend URL, says so once in its log and in "
+        f"`noctaya_gateway_endpoints_watch`, and tries again every {ENDPOINTS_RETRY_SECONDS:g} "
+        "s. Unset: the backend URL only (local mode).",
+    ),
+    Setting(
+        names.KUBERNETES_TOKEN_FILE,
+        DEFAULT_KUBERNETES_TOKEN_FILE,
+        "path of a file",
+        "The ServiceAccount token the watch presents; read again for every request to the API "
+        "server, so a rotated projected token is used as soon as it is written.",
+    ),
+    Setting(
+        names.KUBERNETES_CA_FILE,
+        DEFAULT_KUBERNETES_CA_FILE,
+        "path of a PEM file",
+        "The CA bundle that signs the API server's certificate; read again whenever the watch "
+        "lists.",
+    ),
+    Setting(
         names.LISTEN_ADDR,
         DEFAULT_LISTEN_ADDR,
         ADDRESS_FORM,
@@ -98,6 +131,33 @@ GATEWAY_SETTINGS = (
         ADDRESS_FORM,
         f"KEDA's External Push gRPC scaler; not served when `{names.DEMAND_AGGREGATOR_URL}` "
         "is set.",
+    ),
+    Setting(
+        names.SCALING_METRIC,
+        ScalingMetric.QUEUE_DEPTH.value,
+        "`queueDepth` or `kvCacheUtil`; anything else stops startup",
+        "What the gRPC scaler reports to KEDA: the requests admitted, or the engines' KV-cache "
+        f"use read from each ready pod (needs `{names.BACKEND_ENDPOINTS}`). Set from "
+        "`spec.scaling.metric`.",
+    ),
+    Setting(
+        names.BACKEND_METRICS_PORT,
+        "",
+        "port number (1–65535); anything else stops startup",
+        "Where each pod's engine serves its metrics for `kvCacheUtil`. Unset: the pod's own port.",
+    ),
+    Setting(
+        names.BACKEND_METRICS_PATH,
+        DEFAULT_BACKEND_METRICS_PATH,
+        "absolute path of printable ASCII without spaces; anything else stops startup",
+        "The path of each pod's engine metrics for `kvCacheUtil`.",
+    ),
+    Setting(
+        names.BACKEND_KV_CACHE_METRIC,
+        "",
+        "a Prometheus metric name",
+        "The engine's KV-cache gauge, a 0–1 fraction (vLLM's `vllm:kv_cache_usage_perc`), read "
+        "for `kvCacheUtil`; the operator sets the runtime's `spec.metrics.kvCacheUtil`.",
     ),
     Setting(
         names.DEMAND_AGGREGATOR_URL,

@@ -6,14 +6,12 @@ from __future__ import annotations
 import asyncio
 import contextlib
 
-from noctaya.gateway.backend.readiness import ReadinessProbe
+from noctaya.gateway.backend.readiness import Readiness
 from noctaya.gateway.requests.admission import DemandTracker
 
 
 class ActivationWatcher:
-    def __init__(
-        self, tracker: DemandTracker, readiness: ReadinessProbe, interval: float = 0.5
-    ) -> None:
+    def __init__(self, tracker: DemandTracker, readiness: Readiness, interval: float = 0.5) -> None:
         self._tracker = tracker
         self._lease = tracker.lease
         self._readiness = readiness

@@ -4,6 +4,10 @@ activate → proxy. The model list routes stop before admission (`model_list`): 
 Order matters: a request is authenticated before it may take a queue slot (a bad key gets 401
 even when the queue is full), its body has arrived before it counts as demand, and it is
 refused with 429 before any backend work.
+
+With `NOCTAYA_BACKEND_ENDPOINTS` set, `GatewayApp.endpoints` follows the backend's pods
+(`backend.endpoints`) and `GatewayApp.replicas` sends each request to one of them; anything
+else that reads each pod (the KV-cache scraper) takes its addresses from `endpoints` too.
 """
 
 from __future__ import annotations
@@ -11,9 +15,13 @@ from __future__ import annotations
 import time
 from collections.abc import Awaitable
 from typing import Any
+from urllib.parse import urlsplit
 
 from noctaya.core.scaling import ActivationLease
+from noctaya.gateway.backend.endpoints import WATCH_SECONDS, Endpoint, EndpointWatch, WatchState
+from noctaya.gateway.backend.kube_api import KubeApi
 from noctaya.gateway.backend.readiness import ReadinessProbe
+from noctaya.gateway.backend.replicas import Replicas
 from noctaya.gateway.demand.feed import DemandFeed
 from noctaya.gateway.metrics.gateway_metrics import CONTENT_TYPE, GatewayMetrics
 from noctaya.gateway.process.config import GatewayConfig
@@ -59,7 +67,6 @@ class GatewayApp(ClientEndpoint):
         self.body_timeout = config.request_body_timeout
         self.send_timeout = config.client_send_timeout
         self.auth = ApiKeyAuth(config.client_api_key_file) if config.client_api_key_file else None
-        self._upstream = Upstream(pool, self.metrics, strip_authorization=self.auth is not None)
         self.readiness = ReadinessProbe(
             pool,
             path=config.backend_readiness_path,
@@ -67,9 +74,23 @@ class GatewayApp(ClientEndpoint):
             timeout=config.readiness_timeout,
             retry=config.held_readiness_interval,
         )
-        self.activation = ActivationWatcher(self.demand, self.readiness, config.readiness_interval)
-        self._cold = ColdStart(config, self.readiness, self.activation, self.metrics, self._forward)
+        self.endpoints = _endpoint_watch(config, self.metrics)
+        """The backend's pods; None without `NOCTAYA_BACKEND_ENDPOINTS`."""
+        self.replicas = Replicas(
+            self.readiness,
+            self.endpoints,
+            lambda endpoint: _pod_pool(config, endpoint),
+            path=config.backend_readiness_path,
+            timeout=config.readiness_timeout,
+        )
+        self._upstream = Upstream(
+            pool, self.replicas, self.metrics, strip_authorization=self.auth is not None
+        )
+        self.activation = ActivationWatcher(self.demand, self.replicas, config.readiness_interval)
+        self._cold = ColdStart(config, self.replicas, self.activation, self.metrics, self._forward)
         self._models = ModelList(config.served_models)
+        if self.endpoints is not None:
+            self.endpoints.start()
 
     def end_cold_waits_at(self, when: float) -> None:
         """Draining: requests waiting for the backend get their 503 at `when` (loop time)."""
@@ -78,7 +99,9 @@ class GatewayApp(ClientEndpoint):
     async def close(self) -> None:
         await self._cold.close()
         await self.activation.close()
-        await self.readiness.close()
+        if self.endpoints is not None:
+            await self.endpoints.close()
+        await self.replicas.close()
 
     def answer(
         self, scope: dict[str, Any], channel: ClientChannel, send: Send, http1: bool
@@ -112,7 +135,7 @@ class GatewayApp(ClientEndpoint):
             return
         try:
             if (
-                self.readiness.cached_ready() or await self.readiness.ready()
+                self.replicas.cached_ready() or await self.replicas.ready()
             ) and await self._forward(scope, channel, body, send, openai, False):
                 return
             await self._cold.handle(scope, channel, body, send, openai)
@@ -124,7 +147,7 @@ class GatewayApp(ClientEndpoint):
     ) -> None:
         """Never demand: a ready backend answers, else the gateway does, with no queue slot and
         no activation lease either way."""
-        if self.readiness.cached_ready() or await self.readiness.ready():
+        if self.replicas.cached_ready() or await self.replicas.ready():
             await self._forward(scope, channel, body, send, True, False)
         else:
             self.metrics.count_response(await self._models.answer(target, send))
@@ -155,7 +178,7 @@ class GatewayApp(ClientEndpoint):
             return True
         except UpstreamUnavailable as failure:
             if failure.unsent:
-                self.readiness.forget()
+                self.replicas.forget()
                 return False
             if not committed:
                 await self.refuse(send, failure.error, openai)
@@ -174,3 +197,33 @@ class GatewayApp(ClientEndpoint):
         self.metrics.count_response(error.status)
         if reason:
             self.metrics.reject(reason)
+
+
+def _endpoint_watch(config: GatewayConfig, metrics: GatewayMetrics) -> EndpointWatch | None:
+    wanted = config.backend_endpoints
+    if wanted is None:
+        return None
+    api = None
+    if wanted.api_url is not None:
+        read_timeout = WATCH_SECONDS + 30.0  # the API server ends each watch itself
+        api = KubeApi(wanted.api_url, wanted.token_file, wanted.ca_file, read_timeout)
+    states = tuple(state.value for state in WatchState)
+    return EndpointWatch(
+        api,
+        wanted.namespace,
+        wanted.service,
+        retry=config.endpoints_retry_interval,
+        state_changed=lambda state: metrics.watch_state(state.value, states),
+        unavailable="" if api is not None else "KUBERNETES_SERVICE_HOST is unset",
+    )
+
+
+def _pod_pool(config: GatewayConfig, endpoint: Endpoint) -> UpstreamPool:
+    """Keep-alive connections to one pod, under the backend URL's scheme and path."""
+    parts = urlsplit(config.backend_url)
+    host = f"[{endpoint.address}]" if ":" in endpoint.address else endpoint.address
+    return UpstreamPool(
+        f"{parts.scheme}://{host}:{endpoint.port}{parts.path}",
+        read_timeout=config.backend_read_timeout,
+        head_timeout=config.backend_head_timeout,
+    )

@@ -25,7 +25,7 @@ import time
 from collections.abc import Awaitable, Callable, Coroutine
 from typing import Any
 
-from noctaya.gateway.backend.readiness import ReadinessProbe
+from noctaya.gateway.backend.readiness import Readiness
 from noctaya.gateway.metrics.gateway_metrics import GatewayMetrics
 from noctaya.gateway.process.config import ColdStartMode, GatewayConfig
 from noctaya.gateway.requests.activation import ActivationWatcher
@@ -91,7 +91,7 @@ class ColdWaits:
     """
 
     def __init__(
-        self, readiness: ReadinessProbe, poll_interval: float, heartbeat: float, timeout: float
+        self, readiness: Readiness, poll_interval: float, heartbeat: float, timeout: float
     ) -> None:
         self._readiness = readiness
         self._poll_interval = poll_interval
@@ -239,7 +239,7 @@ class ColdStart:
     def __init__(
         self,
         config: GatewayConfig,
-        readiness: ReadinessProbe,
+        readiness: Readiness,
         activation: ActivationWatcher,
         metrics: GatewayMetrics,
         forward: Forward,

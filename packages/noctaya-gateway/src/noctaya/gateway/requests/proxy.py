@@ -7,6 +7,7 @@ from __future__ import annotations
 from collections.abc import AsyncIterable, Iterable
 from typing import Any
 
+from noctaya.gateway.backend.replicas import Replica, Replicas
 from noctaya.gateway.metrics.gateway_metrics import GatewayMetrics
 from noctaya.gateway.requests.client import BodyTooLarge, ClientChannel, ClientGone
 from noctaya.gateway.requests.responses import (
@@ -70,9 +71,15 @@ def _connection_tokens(headers: Iterable[tuple[bytes, bytes]]) -> frozenset[byte
 
 class Upstream:
     def __init__(
-        self, pool: UpstreamPool, metrics: GatewayMetrics, *, strip_authorization: bool
+        self,
+        pool: UpstreamPool,
+        replicas: Replicas,
+        metrics: GatewayMetrics,
+        *,
+        strip_authorization: bool,
     ) -> None:
         self._pool = pool
+        self._replicas = replicas
         self._metrics = metrics
         self._request_drop = _REQUEST_DROP | ({b"authorization"} if strip_authorization else set())
 
@@ -116,17 +123,47 @@ class Upstream:
 
         A backend failing before its response head is UpstreamUnavailable, answered by the
         caller (an error response, or the closing error event of a committed stream); once its
-        response reaches the client, the exchange can only be aborted (UpstreamAborted)."""
+        response reaches the client, the exchange can only be aborted (UpstreamAborted).
+
+        To the Service URL, or, while the gateway follows the backend's pods, to the replica
+        `Replicas.choose` picks: one that cannot be connected to is set aside and the next
+        tried, since nothing of the request reached it."""
+        replicas = self._replicas
+        if not replicas.pods:
+            await self._exchange(self._pool, scope, channel, body, send, committed)
+            return
+        tried: list[Replica] = []
+        while (replica := replicas.choose(tried)) is not None:
+            replica.in_flight += 1
+            try:
+                await self._exchange(replica.pool, scope, channel, body, send, committed)
+                return
+            except UpstreamUnavailable as failure:
+                if not failure.unsent:
+                    raise
+                replicas.set_aside(replica)
+                tried.append(replica)
+            finally:
+                replica.in_flight -= 1
+        raise UpstreamUnavailable("no replica could be reached", BACKEND_UNREACHABLE, unsent=True)
+
+    async def _exchange(
+        self,
+        pool: UpstreamPool,
+        scope: dict[str, Any],
+        channel: ClientChannel,
+        body: bytes | AsyncIterable[bytes],
+        send: Send,
+        committed: bool,
+    ) -> None:
         started = committed
         answered = False
-        target = self._pool.path_prefix + scope["raw_path"]
+        target = pool.path_prefix + scope["raw_path"]
         if scope["query_string"]:
             target += b"?" + scope["query_string"]
         headers, declared = self.request_headers(scope)
         try:
-            async with self._pool.exchange(
-                scope["method"], target, headers, body, declared
-            ) as response:
+            async with pool.exchange(scope["method"], target, headers, body, declared) as response:
                 answered = True
                 if not committed:
                     await send(

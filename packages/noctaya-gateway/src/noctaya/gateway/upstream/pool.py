@@ -101,11 +101,15 @@ class UpstreamPool:
         max_idle_seconds: float = MAX_IDLE_SECONDS,
         read_timeout: float = READ_TIMEOUT,
         head_timeout: float = HEAD_TIMEOUT,
+        ssl_context: ssl.SSLContext | None = None,
     ) -> None:
+        """`ssl_context` verifies an `https` backend (the system's CAs when None)."""
         parts = urlsplit(backend_url)
         self._host = parts.hostname or ""
         self._port = parts.port or (443 if parts.scheme == "https" else 80)
-        self._ssl = ssl.create_default_context() if parts.scheme == "https" else None
+        self._ssl: ssl.SSLContext | None = None
+        if parts.scheme == "https":
+            self._ssl = ssl_context or ssl.create_default_context()
         self.host_header = _host_header(parts.netloc.rsplit("@", 1)[-1])
         self.path_prefix = parts.path.rstrip("/").encode()
         self._connect_timeout = connect_timeout
@@ -115,6 +119,7 @@ class UpstreamPool:
         self._idle: list[tuple[Http1Connection, float]] = []  # with when it went idle
         self._addresses: list[tuple[socket.AddressFamily, tuple[Any, ...]]] = []
         self._resolved_until = float("-inf")
+        self._closed = False
 
     def exchange(
         self,
@@ -132,6 +137,12 @@ class UpstreamPool:
         return Exchange(self, method, target, headers, body, declared_length)
 
     async def close(self) -> None:
+        self.retire()
+
+    def retire(self) -> None:
+        """Close the idle connections; those of exchanges still in progress close as they end
+        (a pod gone from the backend's endpoints keeps no connection)."""
+        self._closed = True
         self.close_idle()
 
     def close_idle(self) -> None:
@@ -140,7 +151,7 @@ class UpstreamPool:
             self._idle.pop()[0].close()
 
     def _done_with(self, connection: Http1Connection) -> None:
-        if connection.reusable and len(self._idle) < MAX_IDLE:
+        if connection.reusable and len(self._idle) < MAX_IDLE and not self._closed:
             connection.release()
             self._idle.append((connection, asyncio.get_running_loop().time()))
         else:
