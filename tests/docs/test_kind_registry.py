@@ -38,7 +38,9 @@ def built_names() -> set[str]:
     build = (REPO / "images" / "build.sh").read_text()
     (registry,) = re.findall(r"registry=\$\{REGISTRY:-([^}]+)\}", build)
     (images,) = re.findall(r"for image in ([\w -]+); do", build)
-    return {f"{registry}/{('noctaya-' + image).removesuffix('-noctaya')}" for image in images.split()}
+    return {
+        f"{registry}/{('noctaya-' + image).removesuffix('-noctaya')}" for image in images.split()
+    }
 
 
 def test_the_loaded_images_are_checked_under_the_names_the_build_gives_them() -> None:
@@ -61,7 +63,9 @@ def test_the_loaded_images_are_checked_under_the_names_the_build_gives_them() ->
 def test_the_machine_pushes_to_localhost_and_the_cluster_reads_kind_registry() -> None:
     beside = section(IMAGES, "### A registry beside kind")
     run = [c for c in commands(beside) if c[:2] == ["docker", "run"]]
-    assert len(run) == 1 and "127.0.0.1:5001:5000" in run[0] and "kind-registry" in run[0]
+    assert len(run) == 1
+    assert "127.0.0.1:5001:5000" in run[0]
+    assert "kind-registry" in run[0]
     assert ["docker", "network", "connect", "kind", "kind-registry"] in commands(beside)
     # containerd's plain-HTTP setting is for the name the nodes pull by
     assert f"/etc/containerd/certs.d/{CLUSTER_NAME}/hosts.toml" in beside

@@ -26,7 +26,8 @@ def text() -> str:
 
 
 def runtime(profile: str) -> dict[str, Any]:
-    return yaml.safe_load((NVIDIA / profile / "runtime.yaml").read_text())
+    document: dict[str, Any] = yaml.safe_load((NVIDIA / profile / "runtime.yaml").read_text())
+    return document
 
 
 def test_the_page_is_in_the_navigation_and_getting_started_links_to_it() -> None:
@@ -115,7 +116,8 @@ def test_the_a10_example_fits_a_g5_2xlarge_and_not_a_g5_xlarge() -> None:
     assert header in PAGE.read_text(encoding="utf-8")
     comment = " ".join(A10_SERVICE.read_text().split())
     assert "Sized for an AWS g5.2xlarge (8 vCPU, 32 GiB, one A10G) or larger" in comment
-    assert "about 7.9 CPUs and 29 GiB" in comment and "about 3.9 CPUs and 14 GiB" in comment
+    assert "about 7.9 CPUs and 29 GiB" in comment
+    assert "about 3.9 CPUs and 14 GiB" in comment
     started = " ".join((REPO / "docs" / "getting-started.md").read_text().split())
     assert f"it asks {cpu:g} CPUs and {service.spec.resources.memory} of memory" in started
 
@@ -125,7 +127,8 @@ def test_the_storage_advice_matches_the_cache_strategies_and_the_gp3_class() -> 
     strategies = {s.value for s in CacheStrategy}
     for named in re.findall(r"\| `(\w+)` \(`ReadWrite\w+`\)", page):
         assert named in strategies
-    assert "`NodeLocalPVC` (`ReadWriteOnce`)" in page and "`SharedPVC` (`ReadWriteMany`)" in page
+    assert "`NodeLocalPVC` (`ReadWriteOnce`)" in page
+    assert "`SharedPVC` (`ReadWriteMany`)" in page
     caches = " ".join((REPO / "docs" / "caches.md").read_text().split())
     assert "`NodeLocalPVC` (default) | a `ReadWriteOnce` claim" in caches
     assert "`SharedPVC` | a `ReadWriteMany` claim" in caches
