@@ -118,6 +118,11 @@ def test_the_a10_example_fits_a_g5_2xlarge_and_not_a_g5_xlarge() -> None:
     assert "Sized for an AWS g5.2xlarge (8 vCPU, 32 GiB, one A10G) or larger" in comment
     assert "about 7.9 CPUs and 29 GiB" in comment
     assert "about 3.9 CPUs and 14 GiB" in comment
+    examples = " ".join((REPO / "examples" / "README.md").read_text().split())
+    assert (
+        f"`nvidia/a10` asks {cpu:g} CPUs and {service.spec.resources.memory}, which an AWS"
+        " g5.2xlarge or larger holds and a g5.xlarge does not" in examples
+    )
     started = " ".join((REPO / "docs" / "getting-started.md").read_text().split())
     assert f"it asks {cpu:g} CPUs and {service.spec.resources.memory} of memory" in started
 
@@ -145,3 +150,11 @@ def test_the_storage_advice_matches_the_cache_strategies_and_the_gp3_class() -> 
     default = "storageclass.kubernetes.io/is-default-class"
     assert gp3["metadata"]["annotations"][default] == "true"
     assert f"{gp3['metadata']['name']} (default)" in page
+
+
+def test_the_a100_requests_the_pages_state_are_the_example_s() -> None:
+    service = parse_llmservice(yaml.safe_load((NVIDIA / "a100" / "llmservice.yaml").read_text()))
+    cpu, memory = service.spec.resources.cpu, service.spec.resources.memory
+    assert f"The A100 example's service ({cpu} CPUs, {memory})" in text()
+    examples = " ".join((REPO / "examples" / "README.md").read_text().split())
+    assert f"`nvidia/a100` asks {cpu} CPUs and {memory}" in examples
