@@ -1,7 +1,10 @@
 """Security: what the page says about key rotation is what the gateway does
 (tests/gateway/test_auth.py: a rotated file refuses the old key at once; a file of two lines
-accepts neither), and its Pod Security table says what each pod's plan states
-(tests/integration/test_pod_security_levels.py holds the plans to the API server's admission)."""
+accepts neither), its Pod Security table says what each pod's plan states
+(tests/integration/test_pod_security_levels.py holds the plans to the API server's admission),
+and what it says the gateway may read is the Role and token the operator renders
+(tests/integration/operator/test_gateway_endpoint_access.py holds them to the API server's
+RBAC)."""
 
 from __future__ import annotations
 
@@ -10,6 +13,7 @@ from pathlib import Path
 
 import yaml
 from noctaya.core.plan.pod_security import RESTRICTED, Level
+from noctaya.k8s.render.serving import render_serving
 from support.custom_resources import Manifest
 from support.plans import serving_plan
 
@@ -77,3 +81,43 @@ def test_ascend_host_paths_keep_its_backends_privileged_as_the_table_says() -> N
     row = next(pod for pod, _ in pod_security_rows() if pod.startswith("backend on a `HostPath`"))
     assert "Ascend" in row
     assert backend_level(runtime={"vendor": "ascend"}) is Level.PRIVILEGED
+
+
+def endpoint_reader_section() -> str:
+    text = PAGE.read_text(encoding="utf-8")
+    return text.split("## What the gateway may read from the API server", 1)[1].split("\n## ")[0]
+
+
+def test_the_endpoint_reader_table_is_the_rendered_roles_one_rule() -> None:
+    rendered = render_serving(serving_plan())
+    [role] = [obj for obj in rendered.endpoint_access if obj["kind"] == "Role"]
+    rows = [
+        line.split(" | ") for line in endpoint_reader_section().splitlines() if line[:2] == "| "
+    ]
+    stated = [
+        {
+            "apiGroups": [row[0].removeprefix("| ").strip("`")],
+            "resources": [row[1].strip("`")],
+            "verbs": [verb.strip("`") for verb in row[2].split(", ")],
+        }
+        for row in rows[1:]
+    ]
+    assert stated == role["rules"]
+    assert rows[1][3] == "the service's namespace |"
+    assert role["metadata"]["namespace"] == rendered.gateway_deployment["metadata"]["namespace"]
+
+
+def test_the_token_lifetime_and_mount_are_the_gateway_pods() -> None:
+    section = " ".join(endpoint_reader_section().split())
+    pod = render_serving(serving_plan()).gateway_deployment["spec"]["template"]["spec"]
+    [volume] = pod["volumes"]
+    [token, ca] = volume["projected"]["sources"]
+    assert f"expirationSeconds: {token['serviceAccountToken']['expirationSeconds']}" in section
+    assert token["serviceAccountToken"]["expirationSeconds"] == 3600  # "expires after an hour"
+    assert f"the `{ca['configMap']['name']}` ConfigMap" in section
+    [mount] = pod["containers"][0]["volumeMounts"]
+    assert f"mounted read-only at `{mount['mountPath']}`" in section
+    assert mount["readOnly"] is True
+    assert pod["automountServiceAccountToken"] is False
+    assert "`<llmservice>-endpoint-reader`" in section
+    assert pod["serviceAccountName"] == "chat-endpoint-reader"  # serving_plan's service: chat

@@ -23,6 +23,7 @@ from noctaya.k8s.runtime import (
 from noctaya.k8s.runtime.informer import WatchTarget
 from support.envtest import ControlPlane
 from support.fake_clock import FakeClock
+from support.operator_process import grant, service_account_token, token_kubeconfig
 
 from .runtime_harness import FAST, WAIT, config_map, wait_until
 
@@ -311,6 +312,59 @@ def test_a_kind_the_server_does_not_serve_counts_as_synced_and_empty(
     )
     assert informer.synced
     assert len(informer.store) == 0
+
+
+def test_a_kind_it_may_be_refused_counts_as_empty_until_it_may_list_it(
+    api_client: k8s_client.ApiClient,
+    kubeconfig: Path,
+    core: k8s_client.CoreV1Api,
+    namespace: str,
+    tmp_path: Path,
+    start_informer: Any,
+) -> None:
+    """As the operator watches its gateways' endpoint readers where a platform may withhold
+    the RBAC: the start is not held up, and the objects arrive once the RBAC is granted."""
+    core.create_namespaced_service_account(
+        namespace, k8s_client.V1ServiceAccount(metadata=k8s_client.V1ObjectMeta(name="reader"))
+    )
+    core.create_namespaced_config_map(namespace, config_map("kept", {"v": "1"}))
+    token = service_account_token(api_client, namespace, "reader")
+    config = token_kubeconfig(kubeconfig, token, tmp_path / "reader.kubeconfig")
+    reader = k8s_config.new_client_from_config(config_file=str(config))  # type: ignore[no-untyped-call]
+    try:
+        refused = Informer(ResourceResolver(reader), WatchTarget(CONFIG_MAPS, namespace), FAST)
+        refused.start()
+        informer, recorder = start_informer(
+            reader, WatchTarget(CONFIG_MAPS, namespace, forbidden_is_empty=True)
+        )
+        assert len(informer.store) == 0
+        assert not refused.wait_synced(1.0)  # a watch that may not be refused waits for it
+        refused.stop()
+
+        rule = {"apiGroups": [""], "resources": ["configmaps"], "verbs": ["list", "watch"]}
+        grant(api_client, [role(namespace, rule), role_binding(namespace, "reader")])
+        recorder.wait_for(("add", "kept", {"v": "1"}))
+    finally:
+        reader.close()
+
+
+def role(namespace: str, rule: dict[str, Any]) -> dict[str, Any]:
+    return {
+        "apiVersion": "rbac.authorization.k8s.io/v1",
+        "kind": "Role",
+        "metadata": {"name": "reader", "namespace": namespace},
+        "rules": [rule],
+    }
+
+
+def role_binding(namespace: str, account: str) -> dict[str, Any]:
+    return {
+        "apiVersion": "rbac.authorization.k8s.io/v1",
+        "kind": "RoleBinding",
+        "metadata": {"name": "reader", "namespace": namespace},
+        "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "Role", "name": "reader"},
+        "subjects": [{"kind": "ServiceAccount", "name": account, "namespace": namespace}],
+    }
 
 
 def _client_via(api_client: k8s_client.ApiClient, port: int) -> k8s_client.ApiClient:

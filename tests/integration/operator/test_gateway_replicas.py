@@ -69,10 +69,13 @@ def test_back_to_one_gateway_deletes_the_budget_the_aggregator_and_the_demand_to
     assert gateway["spec"]["replicas"] == 1
     pod = gateway["spec"]["template"]["spec"]
     assert "affinity" not in pod
-    assert "volumes" not in pod
+    assert [v["name"] for v in pod["volumes"]] == ["kubernetes-api"]  # the demand token is gone
     [container] = pod["containers"]
     assert [e["name"] for e in container["env"]] == [
         "NOCTAYA_BACKEND_URL",
+        "NOCTAYA_BACKEND_ENDPOINTS",
+        "NOCTAYA_KUBERNETES_TOKEN_FILE",
+        "NOCTAYA_KUBERNETES_CA_FILE",
         "NOCTAYA_LISTEN_ADDR",
         "NOCTAYA_MAX_QUEUE",
         "NOCTAYA_SCALER_LISTEN_ADDR",
@@ -82,7 +85,7 @@ def test_back_to_one_gateway_deletes_the_budget_the_aggregator_and_the_demand_to
         "NOCTAYA_SERVED_MODELS",
     ]
     assert [p["name"] for p in container["ports"]] == ["http", "grpc"]
-    assert "volumeMounts" not in container
+    assert [m["name"] for m in container["volumeMounts"]] == ["kubernetes-api"]
     scaler = read(api_client, "v1", "Service", namespace, "edge-scaler")
     assert scaler["spec"]["selector"]["app.kubernetes.io/name"] == "edge-gateway"
     assert [p["port"] for p in scaler["spec"]["ports"]] == [9090]

@@ -114,7 +114,7 @@ def test_dropping_authentication_removes_the_key_volume_from_the_gateway(
     reconciler.reconcile((namespace, "keyed"))
     apps = k8s_client.AppsV1Api(api_client)
     pod = apps.read_namespaced_deployment("keyed-gateway", namespace).spec.template.spec
-    assert [v.name for v in pod.volumes] == ["client-auth"]
+    assert [v.name for v in pod.volumes] == ["client-auth", "kubernetes-api"]
 
     patch(
         api_client,
@@ -127,7 +127,7 @@ def test_dropping_authentication_removes_the_key_volume_from_the_gateway(
     reconciler.reconcile((namespace, "keyed"))
 
     pod = apps.read_namespaced_deployment("keyed-gateway", namespace).spec.template.spec
-    assert pod.volumes is None
+    assert [v.name for v in pod.volumes] == ["kubernetes-api"]
     env = [e.name for e in pod.containers[0].env]
     assert "NOCTAYA_CLIENT_API_KEY_FILE" not in env
 

@@ -33,6 +33,31 @@ CONTAINER_SECURITY = {
     "capabilities": {"drop": ["ALL"]},
 }
 SECRET_MODE = 0o440
+KUBERNETES_DIR = "/var/run/noctaya/kubernetes"
+ENDPOINT_READER_VOLUME = {
+    "name": "kubernetes-api",
+    "projected": {
+        "defaultMode": SECRET_MODE,
+        "sources": [
+            {"serviceAccountToken": {"path": "token", "expirationSeconds": 3600}},
+            {
+                "configMap": {
+                    "name": "kube-root-ca.crt",
+                    "items": [{"key": "ca.crt", "path": "ca.crt"}],
+                }
+            },
+        ],
+    },
+}
+ENDPOINT_READER_MOUNT = {"name": "kubernetes-api", "mountPath": KUBERNETES_DIR, "readOnly": True}
+
+
+def endpoint_reader_env(namespace: str, svc: str) -> list[Manifest]:
+    return [
+        {"name": "NOCTAYA_BACKEND_ENDPOINTS", "value": f"{namespace}/{svc}-backend"},
+        {"name": "NOCTAYA_KUBERNETES_TOKEN_FILE", "value": f"{KUBERNETES_DIR}/token"},
+        {"name": "NOCTAYA_KUBERNETES_CA_FILE", "value": f"{KUBERNETES_DIR}/ca.crt"},
+    ]
 
 
 def selector_labels(svc: str) -> dict[str, str]:
@@ -245,7 +270,8 @@ def test_single_gateway_service_renders_its_whole_stack_owned_by_the_service(
         {"name": "http", "port": 80, "targetPort": "http", "protocol": "TCP"}
     ]
 
-    # Gateway Deployment: one hardened replica serving the scaler's gRPC itself.
+    # Gateway Deployment: one hardened replica serving the scaler's gRPC itself, following the
+    # backend's EndpointSlices as its endpoint reader.
     assert gateway["metadata"]["labels"] == gateway_selector("qwen")
     assert gateway["spec"]["selector"] == {"matchLabels": gateway_selector("qwen")}
     assert gateway["spec"]["template"]["metadata"]["labels"] == gateway_selector("qwen")
@@ -253,9 +279,10 @@ def test_single_gateway_service_renders_its_whole_stack_owned_by_the_service(
     gateway_pod = gateway["spec"]["template"]["spec"]
     assert gateway_pod["terminationGracePeriodSeconds"] == 30
     assert gateway_pod["automountServiceAccountToken"] is False
+    assert gateway_pod["serviceAccountName"] == "qwen-endpoint-reader"
     assert gateway_pod["securityContext"] == POD_SECURITY
     assert "affinity" not in gateway_pod
-    assert "volumes" not in gateway_pod
+    assert gateway_pod["volumes"] == [ENDPOINT_READER_VOLUME]
     [container] = gateway_pod["containers"]
     assert container["name"] == "gateway"
     assert container["image"] == GATEWAY_IMAGE
@@ -269,6 +296,7 @@ def test_single_gateway_service_renders_its_whole_stack_owned_by_the_service(
     ]
     assert container["env"] == [
         env("NOCTAYA_BACKEND_URL", f"http://qwen-backend.{namespace}.svc:80"),
+        *endpoint_reader_env(namespace, "qwen"),
         env("NOCTAYA_LISTEN_ADDR", ":8080"),
         env("NOCTAYA_MAX_QUEUE", "100"),
         env("NOCTAYA_SCALER_LISTEN_ADDR", ":9090"),
@@ -277,7 +305,7 @@ def test_single_gateway_service_renders_its_whole_stack_owned_by_the_service(
         env("NOCTAYA_HEARTBEAT_INTERVAL", "10s"),
         env("NOCTAYA_SERVED_MODELS", '["qwen"]'),
     ]
-    assert "volumeMounts" not in container
+    assert container["volumeMounts"] == [ENDPOINT_READER_MOUNT]
 
     # Gateway Service and scaler Service (the scaler is co-located in the single gateway).
     assert gateway_service["metadata"]["labels"] == gateway_service_labels("qwen")
@@ -436,11 +464,12 @@ def test_several_gateways_add_a_budget_an_aggregate_scaler_and_a_demand_token(
             ]
         }
     }
-    assert gateway_pod["volumes"] == [demand_volume]
+    assert gateway_pod["volumes"] == [demand_volume, ENDPOINT_READER_VOLUME]
     [container] = gateway_pod["containers"]
     assert container["ports"] == [{"name": "http", "containerPort": 8080, "protocol": "TCP"}]
     assert container["env"] == [
         env("NOCTAYA_BACKEND_URL", f"http://multi-backend.{namespace}.svc:80"),
+        *endpoint_reader_env(namespace, "multi"),
         env("NOCTAYA_LISTEN_ADDR", ":8080"),
         env("NOCTAYA_MAX_QUEUE", "100"),
         env("NOCTAYA_DEMAND_AGGREGATOR_URL", f"http://multi-scaler.{namespace}.svc:9091/v1/demand"),
@@ -454,7 +483,7 @@ def test_several_gateways_add_a_budget_an_aggregate_scaler_and_a_demand_token(
         env("NOCTAYA_SERVED_MODELS", '["Qwen/Qwen3-8B"]'),
         env("NOCTAYA_DEMAND_AUTH_TOKEN_FILE", "/var/run/noctaya/demand-auth/token"),
     ]
-    assert container["volumeMounts"] == [demand_mount]
+    assert container["volumeMounts"] == [demand_mount, ENDPOINT_READER_MOUNT]
 
     # Gateway PodDisruptionBudget: one gateway stays up through voluntary disruptions.
     assert pdb["metadata"]["labels"] == gateway_service_labels("multi")
@@ -470,6 +499,7 @@ def test_several_gateways_add_a_budget_an_aggregate_scaler_and_a_demand_token(
     aggregator_pod = aggregator["spec"]["template"]["spec"]
     assert aggregator_pod["terminationGracePeriodSeconds"] == 30
     assert aggregator_pod["automountServiceAccountToken"] is False
+    assert "serviceAccountName" not in aggregator_pod  # it reads no pod to scale on queue depth
     assert aggregator_pod["securityContext"] == POD_SECURITY
     assert aggregator_pod["volumes"] == [demand_volume]
     [scaler] = aggregator_pod["containers"]

@@ -36,6 +36,12 @@ MANAGER_GRANTS = {
     # is given up, which needs its volume's node affinity and the Nodes of that hostname.
     ("", "persistentvolumes"): {"get"},
     ("", "nodes"): {"list"},
+    # Each service's gateway endpoint reader, and the one rule its Role grants, which the
+    # API server lets the operator grant only while it holds it.
+    ("", "serviceaccounts"): CRUD,
+    ("rbac.authorization.k8s.io", "roles"): CRUD,
+    ("rbac.authorization.k8s.io", "rolebindings"): CRUD,
+    ("discovery.k8s.io", "endpointslices"): {"get", "list", "watch"},
 }
 
 

@@ -5,7 +5,10 @@ selects changes, when an object it controls changes (the ScaledObject only on sp
 when KEDA's `Ready` verdict changes, so the rest of KEDA's status churn costs nothing), when
 one of its backend, gateway or prewarm Pods changes, when the kubelet reports a volume it
 cannot mount for one of its gateway Pods, and when the Job controller cannot create a pod of its
-prewarm Job (Pod Security admission refused it, for one). Nodes are not watched: a service whose
+prewarm Job (Pod Security admission refused it, for one). The gateway's endpoint reader
+(ServiceAccount, Role, RoleBinding) is watched where the operator may list it: a platform that
+withholds that RBAC leaves those caches empty and the services serving without it. Nodes are
+not watched: a service whose
 backend waits for the node of its `NodeLocalPVC` cache asks to be reconciled again in a while
 (`noctaya.k8s.lost_cache`).
 
@@ -158,6 +161,14 @@ def _watch(manager: Manager) -> CachedReader:
     for kind in _OWNED:
         stores[kind] = manager.watch(
             kind.api_version, kind.kind, to_keys=owner, label_selector=MANAGED
+        )
+    for kind in kinds.ENDPOINT_ACCESS:
+        stores[kind] = manager.watch(
+            kind.api_version,
+            kind.kind,
+            to_keys=owner,
+            label_selector=MANAGED,
+            forbidden_is_empty=True,
         )
     stores[kinds.SCALED_OBJECT] = manager.watch(
         kinds.SCALED_OBJECT.api_version,

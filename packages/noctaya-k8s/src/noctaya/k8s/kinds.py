@@ -19,6 +19,11 @@ JOB = ResourceKind("batch/v1", "Job")
 PDB = ResourceKind("policy/v1", "PodDisruptionBudget")
 EVENT = ResourceKind("events.k8s.io/v1", "Event")
 STORAGE_CLASS = ResourceKind("storage.k8s.io/v1", "StorageClass")
+SERVICE_ACCOUNT = ResourceKind("v1", "ServiceAccount")
+ROLE = ResourceKind("rbac.authorization.k8s.io/v1", "Role")
+ROLE_BINDING = ResourceKind("rbac.authorization.k8s.io/v1", "RoleBinding")
+ENDPOINT_ACCESS = (SERVICE_ACCOUNT, ROLE, ROLE_BINDING)
+"""The gateway's endpoint reader, which a platform may forbid the operator to create."""
 
 
 def kind_of(obj: dict[str, object]) -> ResourceKind:

@@ -5,7 +5,9 @@ Four roles, each for one reason to talk to the API server:
   (secrets have no update/patch: create-once never rewrites a Secret; StorageClasses are only
   listed, to tell the cluster's default class from one a cache claim named; a cache claim's
   PersistentVolume is read and Nodes are listed by hostname, to tell a lost node from one
-  that is merely unreachable);
+  that is merely unreachable; ServiceAccounts, Roles and RoleBindings are the gateway's
+  endpoint reader, and get, list and watch on EndpointSlices is what that Role grants, which
+  the API server lets only a holder of those verbs grant);
 - the leader-election Role, namespaced to the manager's namespace: the Lease it campaigns for,
   and core Events because the elected leader records a `LeaderElection` event on that Lease
   (it lets `kubectl describe lease` show who took over when);
@@ -65,6 +67,9 @@ MANAGER_RULES = (
     Rule("storage.k8s.io", ("storageclasses",), ("list",)),
     Rule("", ("persistentvolumes",), ("get",)),
     Rule("", ("nodes",), ("list",)),
+    Rule("", ("serviceaccounts",), CRUD),
+    Rule("rbac.authorization.k8s.io", ("roles", "rolebindings"), CRUD),
+    Rule("discovery.k8s.io", ("endpointslices",), READ),
 )
 LEADER_ELECTION_RULES = (
     Rule("coordination.k8s.io", ("leases",), CRUD),

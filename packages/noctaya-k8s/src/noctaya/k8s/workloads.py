@@ -7,12 +7,15 @@ so a service whose ScaledObject cannot be applied gets no other object. Create-o
 (demand Secret, cache PVC, prewarm Job) come next, then the applied ones. A `NodeLocalPVC`
 claim whose node is gone is given up first (`noctaya.k8s.lost_cache`), and a prewarm Job that
 filled another claim than the one now there is replaced: a backend waiting for its marker on
-the new, empty claim would wait forever.
+the new, empty claim would wait forever. The gateway's endpoint reader goes before the gateway
+tier that runs as it; where the operator may not write it, the gateway tier is rendered
+without it and the refusal is reported (`noctaya.k8s.endpoint_access`).
 """
 
 from __future__ import annotations
 
 import base64
+import dataclasses
 from collections.abc import Callable
 
 from kubernetes.client.exceptions import ApiException
@@ -29,6 +32,7 @@ from noctaya.core.plan.serving import ServingPlan
 from noctaya.core.ports import FailedAfterAutoscaling
 from noctaya.k8s import kinds
 from noctaya.k8s.apply import Applier
+from noctaya.k8s.endpoint_access import apply_endpoint_access, with_refusal
 from noctaya.k8s.lost_cache import LostCacheNodes
 from noctaya.k8s.observe import (
     job_failure,
@@ -63,6 +67,9 @@ class ClusterWorkloads:
         self._applier = applier
         self._reader = reader
         self._lost_cache_nodes = lost_cache_nodes
+        self._endpoint_refusals: dict[ServiceIdentity, str] = {}
+        """Why a service's gateway runs without its endpoint reader, from its last apply to
+        its observation. A service is reconciled by one worker at a time."""
 
     def apply(self, plan: ServingPlan) -> None:
         rendered = render_serving(plan)
@@ -117,6 +124,12 @@ class ClusterWorkloads:
                 delete("ApplyPrewarmJob", kinds.JOB, svc.prewarm_job)
         apply("ApplyDeployment", rendered.deployment)
         apply("ApplyBackendService", rendered.backend_service)
+        refusal = apply_endpoint_access(applier, svc, rendered.endpoint_access, owner)
+        if refusal is None:
+            self._endpoint_refusals.pop(svc, None)
+        else:
+            self._endpoint_refusals[svc] = refusal
+            rendered = render_serving(plan, endpoint_access=False)
         apply("ApplyGateway", rendered.gateway_deployment)
         apply("ApplyGatewayService", rendered.gateway_service)
         if rendered.gateway_pdb is not None:
@@ -133,6 +146,7 @@ class ClusterWorkloads:
     def remove(self, service: ServiceIdentity) -> None:
         """Nothing to send: every object carries its service as controller owner (`Applier`), so
         the garbage collector removes them once the service is gone."""
+        self._endpoint_refusals.pop(service, None)
 
     def observe(self, plan: ServingPlan) -> ServiceObservation:
         svc, reader = plan.service, self._reader
@@ -151,7 +165,7 @@ class ClusterWorkloads:
                 )
 
             _check_prewarm_job(svc.prewarm_job, job, events, plan.prewarm.pod_security, job_pods)
-        return observe_service(
+        observation = observe_service(
             backend=api_step(
                 "ObserveBackendDeployment",
                 lambda: reader.get(kinds.DEPLOYMENT, svc.namespace, svc.name),
@@ -178,6 +192,8 @@ class ClusterWorkloads:
             backend_security=plan.backend.pod_security,
             gateway_security=RESTRICTED,
         )
+        gateway = with_refusal(observation.gateway, self._endpoint_refusals.get(svc))
+        return dataclasses.replace(observation, gateway=gateway)
 
 
 def _being_deleted(claim: KubeObject | None) -> bool:

@@ -14,7 +14,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:  # the gateway reads these names without the API models behind a plan
-    from noctaya.core.plan.gateway import GatewayPlan
+    from noctaya.core.plan.gateway import GatewayPlan, KvCacheScaling
 
 BACKEND_URL = "NOCTAYA_BACKEND_URL"
 BACKEND_READINESS_PATH = "NOCTAYA_BACKEND_READINESS_PATH"
@@ -51,6 +51,7 @@ KUBERNETES_CA_FILE = "NOCTAYA_KUBERNETES_CA_FILE"
 """The CA bundle that signs the Kubernetes API server's certificate."""
 SCALING_METRIC = "NOCTAYA_SCALING_METRIC"
 """`queueDepth` (unset) or `kvCacheUtil`: what the External Push scaler reports to KEDA."""
+KV_CACHE_UTIL = "kvCacheUtil"
 BACKEND_METRICS_PORT = "NOCTAYA_BACKEND_METRICS_PORT"
 BACKEND_METRICS_PATH = "NOCTAYA_BACKEND_METRICS_PATH"
 BACKEND_KV_CACHE_METRIC = "NOCTAYA_BACKEND_KV_CACHE_METRIC"
@@ -112,6 +113,30 @@ def scaler_tls_env(files: ScalerTLSFiles) -> list[EnvEntry]:
     ]
 
 
+def endpoints_env(
+    endpoints: str, token_file: str | None = None, ca_file: str | None = None
+) -> list[EnvEntry]:
+    """The backend Service whose EndpointSlices a process follows, and the credentials its
+    watch presents where the platform does not supply them another way."""
+    result: list[EnvEntry] = [(BACKEND_ENDPOINTS, endpoints)]
+    if token_file is not None:
+        result.append((KUBERNETES_TOKEN_FILE, token_file))
+    if ca_file is not None:
+        result.append((KUBERNETES_CA_FILE, ca_file))
+    return result
+
+
+def kv_cache_env(scaling: KvCacheScaling) -> list[EnvEntry]:
+    """For the process that serves KEDA: report the engine's KV-cache gauge, read from each
+    ready pod its EndpointSlice watch knows, instead of the queue depth."""
+    return [
+        (SCALING_METRIC, KV_CACHE_UTIL),
+        (BACKEND_METRICS_PORT, str(scaling.port)),
+        (BACKEND_METRICS_PATH, scaling.path),
+        (BACKEND_KV_CACHE_METRIC, scaling.metric),
+    ]
+
+
 def served_models_value(names: tuple[str, ...]) -> str:
     """A JSON list of strings: a model name may hold any character, commas included."""
     return json.dumps(list(names), ensure_ascii=False)
@@ -131,11 +156,21 @@ def request_limits_env(plan: GatewayPlan) -> list[EnvEntry]:
 
 
 def gateway_env(plan: GatewayPlan, placement: GatewayPlacement) -> list[EnvEntry]:
-    """In one fixed order: backend (and its readiness path), listen, queue, scaler, timeout,
-    cold start, served models, credentials, request limits."""
+    """In one fixed order: backend (its readiness path, the Service whose EndpointSlices it
+    follows), listen, queue, scaler (and what it reports), timeout, cold start, served models,
+    credentials, request limits.
+
+    KV-cache scaling reads each pod, so a gateway that knows only the backend's address (local
+    mode, a placement without `endpoints`) reports the queue depth."""
     result: list[EnvEntry] = [(BACKEND_URL, placement.backend_url)]
     if placement.readiness_path is not None:
         result.append((BACKEND_READINESS_PATH, placement.readiness_path))
+    if placement.endpoints is not None:
+        result.extend(
+            endpoints_env(
+                placement.endpoints, placement.kubernetes_token_file, placement.kubernetes_ca_file
+            )
+        )
     result += [(LISTEN_ADDR, placement.listen_addr), (MAX_QUEUE, str(plan.max_queue))]
     reporting = placement.reporting
     if plan.aggregated:
@@ -145,6 +180,8 @@ def gateway_env(plan: GatewayPlan, placement: GatewayPlacement) -> list[EnvEntry
         result.append((GATEWAY_ID, FromReplica.IDENTITY))
     else:
         result.append((SCALER_LISTEN_ADDR, placement.scaler_listen_addr))
+        if plan.kv_cache is not None and placement.endpoints is not None:
+            result.extend(kv_cache_env(plan.kv_cache))
     if plan.activation_timeout.nanoseconds > 0:
         result.append((ACTIVATION_TIMEOUT, str(plan.activation_timeout)))
     if plan.cold_start_mode:

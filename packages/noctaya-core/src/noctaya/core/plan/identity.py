@@ -32,6 +32,12 @@ class ServiceIdentity:
         return f"{self.name}-demand-auth"
 
     @property
+    def endpoint_reader(self) -> str:
+        """The ServiceAccount, Role and RoleBinding through which the gateway (and an aggregator
+        scaling on KV-cache use) follow the backend Service's EndpointSlices."""
+        return f"{self.name}-endpoint-reader"
+
+    @property
     def cache_claim(self) -> str:
         return f"{self.name}-cache"
 

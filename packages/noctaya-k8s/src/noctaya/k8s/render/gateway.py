@@ -7,6 +7,7 @@ from noctaya.core.plan.gateway import GatewayPlan
 from noctaya.core.plan.identity import GRPC_PORT, ServiceIdentity
 from noctaya.k8s.render import gateway_env as ge
 from noctaya.k8s.render.backend import apply_scheduling
+from noctaya.k8s.render.endpoint_access import endpoint_access_volume
 from noctaya.k8s.render.labels import gateway_selector_labels, gateway_service_labels
 from noctaya.k8s.render.objects import (
     RESTRICTED_CONTAINER_SECURITY,
@@ -18,15 +19,20 @@ from noctaya.k8s.render.objects import (
 )
 
 
-def hardened_pod(plan: GatewayPlan, containers: list[Obj], volumes: list[Obj]) -> Obj:
-    """The pod shape gateway and aggregator share: non-root, no token, 30 s to drain, placed
-    where the platform's gateway defaults say."""
+def hardened_pod(
+    plan: GatewayPlan, containers: list[Obj], volumes: list[Obj], account: str | None
+) -> Obj:
+    """The pod shape gateway and aggregator share: non-root, 30 s to drain, placed where the
+    platform's gateway defaults say. No token is automounted: a pod that runs as `account`
+    gets its token projected where its container asked (`endpoint_access_volume`)."""
     pod: Obj = {
         "terminationGracePeriodSeconds": 30,
         "automountServiceAccountToken": False,
         "securityContext": RESTRICTED_POD_SECURITY,
         "containers": containers,
     }
+    if account is not None:
+        pod["serviceAccountName"] = account
     set_image_pull_secrets(pod, plan.image_pull_secrets)
     apply_scheduling(pod, plan.scheduling)
     if volumes:
@@ -48,7 +54,11 @@ def _resources(resources: GatewayResources | None) -> Obj:
     return result
 
 
-def render_gateway_deployment(svc: ServiceIdentity, plan: GatewayPlan) -> Obj:
+def render_gateway_deployment(
+    svc: ServiceIdentity, plan: GatewayPlan, endpoint_access: bool
+) -> Obj:
+    """`endpoint_access`: the gateway runs as the service's endpoint reader and follows the
+    backend's EndpointSlices; without it, it sends to the backend Service."""
     labels = gateway_selector_labels(svc)
     volumes, mounts = ge.client_auth_volume(plan)
     ports: list[Obj] = [{"name": "http", "containerPort": ge.HTTP_PORT, "protocol": "TCP"}]
@@ -59,10 +69,14 @@ def render_gateway_deployment(svc: ServiceIdentity, plan: GatewayPlan) -> Obj:
         extra_volumes, extra_mounts = ge.scaler_tls_volume(plan)
     volumes += extra_volumes
     mounts += extra_mounts
+    if endpoint_access:
+        access_volumes, access_mounts = endpoint_access_volume()
+        volumes += access_volumes
+        mounts += access_mounts
     container: Obj = {
         "name": "gateway",
         "image": plan.image,
-        "env": ge.gateway_env(svc, plan),
+        "env": ge.gateway_env(svc, plan, endpoint_access),
         "ports": ports,
         "readinessProbe": http_probe("/healthz", ge.HTTP_PORT),
         "livenessProbe": http_probe("/healthz", ge.HTTP_PORT),
@@ -71,7 +85,7 @@ def render_gateway_deployment(svc: ServiceIdentity, plan: GatewayPlan) -> Obj:
     }
     if mounts:
         container["volumeMounts"] = mounts
-    pod = hardened_pod(plan, [container], volumes)
+    pod = hardened_pod(plan, [container], volumes, svc.endpoint_reader if endpoint_access else None)
     if plan.aggregated:
         pod["affinity"] = {
             "podAntiAffinity": {

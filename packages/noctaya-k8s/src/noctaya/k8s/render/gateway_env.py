@@ -9,6 +9,7 @@ from __future__ import annotations
 from noctaya.core.plan import gateway_env as contract
 from noctaya.core.plan.gateway import GatewayPlan
 from noctaya.core.plan.identity import AGGREGATOR_PORT, GRPC_PORT, ServiceIdentity
+from noctaya.k8s.render.endpoint_access import CA_FILE, TOKEN_FILE
 from noctaya.k8s.render.objects import Obj, env, mount, secret_volume
 
 HTTP_PORT = 8080
@@ -33,7 +34,13 @@ def _env_var(entry: contract.EnvEntry) -> Obj:
     return {"name": name, "valueFrom": {"fieldRef": field}}
 
 
-def gateway_env(svc: ServiceIdentity, plan: GatewayPlan) -> list[Obj]:
+def backend_endpoints(svc: ServiceIdentity) -> str:
+    return f"{svc.namespace}/{svc.backend_service}"
+
+
+def gateway_env(svc: ServiceIdentity, plan: GatewayPlan, endpoint_access: bool) -> list[Obj]:
+    """`endpoint_access`: the pod runs as the service's endpoint reader, so the gateway follows
+    the backend's EndpointSlices instead of knowing only its Service's address."""
     placement = contract.GatewayPlacement(
         backend_url=svc.backend_url,
         readiness_path=plan.readiness_path,
@@ -42,11 +49,16 @@ def gateway_env(svc: ServiceIdentity, plan: GatewayPlan) -> list[Obj]:
         api_key_file=f"{CLIENT_AUTH_DIR}/api-key" if plan.api_key is not None else None,
         scaler_tls=SCALER_TLS_FILES if plan.scaler_tls_secret else None,
         reporting=contract.DemandReporting(svc.aggregator_url, DEMAND_TOKEN_FILE),
+        endpoints=backend_endpoints(svc) if endpoint_access else None,
+        kubernetes_token_file=TOKEN_FILE if endpoint_access else None,
+        kubernetes_ca_file=CA_FILE if endpoint_access else None,
     )
     return [_env_var(entry) for entry in contract.gateway_env(plan, placement)]
 
 
-def aggregator_env(plan: GatewayPlan) -> list[Obj]:
+def aggregator_env(svc: ServiceIdentity, plan: GatewayPlan, endpoint_access: bool) -> list[Obj]:
+    """With KV-cache scaling and `endpoint_access`, the aggregator reads each ready backend pod's
+    gauge; otherwise it reports the demand the gateways send it."""
     entries: list[contract.EnvEntry] = [
         (contract.AGGREGATOR_LISTEN_ADDR, f":{AGGREGATOR_PORT}"),
         (contract.SCALER_LISTEN_ADDR, f":{GRPC_PORT}"),
@@ -56,6 +68,9 @@ def aggregator_env(plan: GatewayPlan) -> list[Obj]:
     ]
     if plan.scaler_tls_secret:
         entries.extend(contract.scaler_tls_env(SCALER_TLS_FILES))
+    if plan.kv_cache is not None and endpoint_access:
+        entries += contract.endpoints_env(backend_endpoints(svc), TOKEN_FILE, CA_FILE)
+        entries += contract.kv_cache_env(plan.kv_cache)
     return [_env_var(entry) for entry in entries]
 
 

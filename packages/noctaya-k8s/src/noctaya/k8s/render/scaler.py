@@ -12,6 +12,7 @@ import secrets
 from noctaya.core.plan.gateway import GatewayPlan
 from noctaya.core.plan.identity import AGGREGATOR_PORT, GRPC_PORT, ServiceIdentity
 from noctaya.k8s.render import gateway_env as ge
+from noctaya.k8s.render.endpoint_access import endpoint_access_volume
 from noctaya.k8s.render.gateway import hardened_pod
 from noctaya.k8s.render.labels import (
     gateway_selector_labels,
@@ -43,15 +44,26 @@ def render_scaler_service(svc: ServiceIdentity, plan: GatewayPlan) -> Obj:
     return obj
 
 
-def render_aggregator_deployment(svc: ServiceIdentity, plan: GatewayPlan) -> Obj:
+def render_aggregator_deployment(
+    svc: ServiceIdentity, plan: GatewayPlan, endpoint_access: bool
+) -> Obj:
+    """The aggregator runs as the service's endpoint reader only to scale on KV-cache use: only
+    then does it read the backend's pods; it takes the gateways' word for their demand."""
     labels = scaler_selector_labels(svc)
+    reads_pods = endpoint_access and plan.kv_cache is not None
     volumes, mounts = ge.demand_auth_volume(svc)
     tls_volumes, tls_mounts = ge.scaler_tls_volume(plan)
+    volumes += tls_volumes
+    mounts += tls_mounts
+    if reads_pods:
+        access_volumes, access_mounts = endpoint_access_volume()
+        volumes += access_volumes
+        mounts += access_mounts
     container: Obj = {
         "name": "scaler",
         "image": plan.image,
         "args": ["--mode=aggregator"],
-        "env": ge.aggregator_env(plan),
+        "env": ge.aggregator_env(svc, plan, reads_pods),
         "ports": [
             {"name": "grpc", "containerPort": GRPC_PORT, "protocol": "TCP"},
             {"name": "http", "containerPort": AGGREGATOR_PORT, "protocol": "TCP"},
@@ -59,7 +71,7 @@ def render_aggregator_deployment(svc: ServiceIdentity, plan: GatewayPlan) -> Obj
         "readinessProbe": http_probe("/readyz", AGGREGATOR_PORT),
         "livenessProbe": http_probe("/readyz", AGGREGATOR_PORT),
         "securityContext": RESTRICTED_CONTAINER_SECURITY,
-        "volumeMounts": mounts + tls_mounts,
+        "volumeMounts": mounts,
     }
     obj = new_object("apps/v1", "Deployment", svc.scaler, svc.namespace, labels)
     obj["spec"] = {
@@ -67,7 +79,9 @@ def render_aggregator_deployment(svc: ServiceIdentity, plan: GatewayPlan) -> Obj
         "selector": {"matchLabels": labels},
         "template": {
             "metadata": {"labels": labels},
-            "spec": hardened_pod(plan, [container], volumes + tls_volumes),
+            "spec": hardened_pod(
+                plan, [container], volumes, svc.endpoint_reader if reads_pods else None
+            ),
         },
     }
     return obj

@@ -7,6 +7,7 @@ from dataclasses import dataclass
 from noctaya.core.plan.serving import ServingPlan
 from noctaya.k8s.render.backend import render_backend_deployment, render_backend_service
 from noctaya.k8s.render.cache import render_cache_pvc, render_prewarm_job
+from noctaya.k8s.render.endpoint_access import render_endpoint_access
 from noctaya.k8s.render.gateway import (
     render_gateway_deployment,
     render_gateway_pdb,
@@ -27,6 +28,9 @@ class RenderedService:
     scaled_object: Obj
     deployment: Obj
     backend_service: Obj
+    endpoint_access: tuple[Obj, Obj, Obj]
+    """The endpoint reader's ServiceAccount, Role and RoleBinding, which the gateway runs as
+    when rendered `endpoint_access`."""
     gateway_deployment: Obj
     gateway_service: Obj
     gateway_pdb: Obj | None
@@ -38,7 +42,9 @@ class RenderedService:
     """Created once with a fresh token; an existing owned Secret is reused, never rotated."""
 
 
-def render_serving(plan: ServingPlan) -> RenderedService:
+def render_serving(plan: ServingPlan, *, endpoint_access: bool = True) -> RenderedService:
+    """`endpoint_access=False`: the gateway tier as it runs where its endpoint reader cannot be
+    created, sending to the backend Service."""
     svc, gateway = plan.service, plan.gateway
     return RenderedService(
         scaled_object=render_scaled_object(svc, plan.autoscaling),
@@ -46,10 +52,15 @@ def render_serving(plan: ServingPlan) -> RenderedService:
             svc, plan.backend, plan.prewarm if plan.cache.fetched_on_each_node else None
         ),
         backend_service=render_backend_service(svc, plan.backend),
-        gateway_deployment=render_gateway_deployment(svc, gateway),
+        endpoint_access=render_endpoint_access(svc),
+        gateway_deployment=render_gateway_deployment(svc, gateway, endpoint_access),
         gateway_service=render_gateway_service(svc),
         gateway_pdb=render_gateway_pdb(svc) if gateway.aggregated else None,
-        aggregator=render_aggregator_deployment(svc, gateway) if gateway.aggregated else None,
+        aggregator=(
+            render_aggregator_deployment(svc, gateway, endpoint_access)
+            if gateway.aggregated
+            else None
+        ),
         scaler_service=render_scaler_service(svc, gateway),
         cache_pvc=render_cache_pvc(plan),
         prewarm_job=render_prewarm_job(plan),

@@ -15,7 +15,9 @@ puts on it:
 - the relist is diffed against the cache, so objects created, changed or deleted while the
   watch was down are delivered as add, update or delete, and unchanged ones are not;
 - a kind the server does not serve yet (a CRD not installed) counts as an empty, synced cache
-  and is looked up again periodically, so one missing CRD neither blocks start-up nor the rest.
+  and is looked up again periodically, so one missing CRD neither blocks start-up nor the rest;
+  so does a kind the operator may not list where the watch says it may be refused
+  (`WatchTarget.forbidden_is_empty`: RBAC a platform may withhold).
 """
 
 from __future__ import annotations
@@ -46,6 +48,7 @@ log = logging.getLogger(__name__)
 
 HTTP_GONE = 410
 HTTP_NOT_FOUND = 404
+HTTP_FORBIDDEN = 403
 LIST_PAGE_SIZE = 500
 RESUMABLE = frozenset({None, 429})  # transport errors and throttling: the watch can resume
 
@@ -68,6 +71,9 @@ class WatchTarget:
     namespace: str | None = None
     label_selector: str | None = None
     field_selector: str | None = None
+    forbidden_is_empty: bool = False
+    """A 403 on the list counts as an empty cache, looked at again like a kind not served: the
+    objects of a kind the operator may be refused, which it can do without."""
 
     def __str__(self) -> str:
         where = f" in {self.namespace}" if self.namespace else ""
@@ -93,6 +99,10 @@ class InformerTiming:
                 raise ValueError(f"InformerTiming.{name} must be positive")
         if self.resync_period is not None and self.resync_period <= 0:
             raise ValueError("InformerTiming.resync_period must be positive or None")
+
+
+class NotPermitted(Exception):
+    """The API server refuses to list the kind to this client (RBAC)."""
 
 
 class Informer:
@@ -174,7 +184,7 @@ class Informer:
                 self._watch()
                 self._resync_if_due()
                 delay = self._timing.retry_initial
-            except KindNotServed as absent:
+            except (KindNotServed, NotPermitted) as absent:
                 self._deliver(self.store.replace(()))
                 self._resource_version = ""
                 self._synced.set()
@@ -213,6 +223,8 @@ class Informer:
             if api_status(error) == HTTP_NOT_FOUND:
                 missing = f"the API server no longer serves {self.target.kind}"
                 raise KindNotServed(missing) from error
+            if api_status(error) == HTTP_FORBIDDEN and self.target.forbidden_is_empty:
+                raise NotPermitted(f"{self.target} may not be listed") from error
             if api_status(error) != HTTP_GONE:
                 raise
             # A continue token expired between pages: list again in one request, with no token

@@ -126,17 +126,23 @@ class Manager:
         namespace: str | None = None,
         label_selector: str | None = None,
         field_selector: str | None = None,
+        forbidden_is_empty: bool = False,
     ) -> Store:
         """Watch `kind` and enqueue `to_keys(obj)` for each add, update and delete.
 
         Updates rejected by `update_predicate(old, new)` enqueue nothing. Watches of the same
         kind, namespace and selectors share one informer. Returns its cache for lookups, e.g. in
-        a mapper or the reconciler.
+        a mapper or the reconciler. `forbidden_is_empty`: a kind the client may be refused to
+        list reads as empty rather than holding up the start (`WatchTarget`).
         """
         if self._started:
             raise RuntimeError("register watches before Manager.run")
         target = WatchTarget(
-            ResourceKind(api_version, kind), namespace, label_selector, field_selector
+            ResourceKind(api_version, kind),
+            namespace,
+            label_selector,
+            field_selector,
+            forbidden_is_empty,
         )
         informer = self._informers.get(target)
         if informer is None:

@@ -1,0 +1,228 @@
+"""The gateway follows its backend's EndpointSlices as an account of its own, which the operator
+creates holding only its generated RBAC; where the platform withheld the RBAC to create it, the
+service still gets its gateway, which sends to the backend Service, and its status says why.
+
+The scenarios run the reconciler with the credentials of the operator's ServiceAccount and read
+the account's reach with a token of the gateway's: the API server's RBAC is the judge.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+from kubernetes import client as k8s_client
+from kubernetes import config as k8s_config
+from kubernetes.client.exceptions import ApiException
+from noctaya.k8s.reconciler import LLMServiceReconciler
+from support.custom_resources import CustomResources, Manifest
+from support.manifests import inference_runtime, llmservice
+from support.operator_process import (
+    generated_rbac,
+    grant,
+    service_account_token,
+    token_kubeconfig,
+)
+
+from .cluster import condition_values, controller_reference, read, set_gateway_available
+
+pytestmark = pytest.mark.integration
+
+SVC = "chat"
+ACCOUNT = f"{SVC}-endpoint-reader"
+RBAC = "rbac.authorization.k8s.io/v1"
+TOKEN_DIR = "/var/run/noctaya/kubernetes"
+PROJECTED_TOKEN = {
+    "name": "kubernetes-api",
+    "projected": {
+        "defaultMode": 0o440,
+        "sources": [
+            {"serviceAccountToken": {"path": "token", "expirationSeconds": 3600}},
+            {
+                "configMap": {
+                    "name": "kube-root-ca.crt",
+                    "items": [{"key": "ca.crt", "path": "ca.crt"}],
+                }
+            },
+        ],
+    },
+}
+ENDPOINT_ENV = {
+    "NOCTAYA_BACKEND_ENDPOINTS",
+    "NOCTAYA_KUBERNETES_TOKEN_FILE",
+    "NOCTAYA_KUBERNETES_CA_FILE",
+}
+REFUSED = f'the operator may not write Role "{ACCOUNT}"'
+
+
+def client_of(admin_kubeconfig: Path, token: str, path: Path) -> k8s_client.ApiClient:
+    config = token_kubeconfig(admin_kubeconfig, token, path)
+    client: k8s_client.ApiClient = k8s_config.new_client_from_config(  # type: ignore[no-untyped-call]
+        config_file=str(config)
+    )
+    return client
+
+
+def without_rbac_rules(objects: list[Manifest]) -> list[Manifest]:
+    """The operator's generated RBAC less what lets it write Roles and RoleBindings."""
+    for obj in objects:
+        if obj["kind"] == "ClusterRole":
+            obj["rules"] = [
+                rule
+                for rule in obj["rules"]
+                if "rbac.authorization.k8s.io" not in rule.get("apiGroups", [])
+            ]
+    return objects
+
+
+@pytest.fixture
+def operator_as(
+    api_client: k8s_client.ApiClient,
+    kubeconfig: Path,
+    namespace: str,
+    tmp_path: Path,
+    make_reconciler: Callable[..., LLMServiceReconciler],
+) -> Iterator[Callable[[Callable[[list[Manifest]], list[Manifest]]], LLMServiceReconciler]]:
+    """A reconciler holding the operator's generated RBAC, as `edit` leaves it."""
+    cleanups: list[Callable[[], None]] = []
+    clients: list[k8s_client.ApiClient] = []
+
+    def make(edit: Callable[[list[Manifest]], list[Manifest]]) -> LLMServiceReconciler:
+        cleanups.append(grant(api_client, edit(generated_rbac(namespace, namespace))))
+        token = service_account_token(api_client, namespace, "noctaya-controller-manager")
+        clients.append(client_of(kubeconfig, token, tmp_path / "operator.kubeconfig"))
+        return make_reconciler(client=clients[-1])
+
+    yield make
+    for client in clients:
+        client.close()  # type: ignore[no-untyped-call]
+    for cleanup in cleanups:
+        cleanup()
+
+
+@pytest.fixture
+def service(resources: CustomResources, namespace: str, runtime_name: str) -> Manifest:
+    resources.create(inference_runtime(runtime_name))
+    changes = {"runtime": {"name": runtime_name}, "cache": {"strategy": "None"}}
+    resources.create(llmservice(SVC, changes), namespace)
+    return resources.get("LLMService", SVC, namespace)
+
+
+def gateway_pod(api_client: k8s_client.ApiClient, namespace: str) -> Any:
+    deployment = read(api_client, "apps/v1", "Deployment", namespace, f"{SVC}-gateway")
+    assert deployment is not None, "the gateway Deployment was not created"
+    return deployment["spec"]["template"]["spec"]
+
+
+def env_of(pod: Manifest) -> dict[str, str]:
+    [container] = pod["containers"]
+    return {entry["name"]: entry.get("value", "") for entry in container["env"]}
+
+
+def refused(call: Callable[[], object]) -> int | None:
+    try:
+        call()
+    except ApiException as error:
+        return int(error.status)
+    return None
+
+
+def test_the_gateway_runs_as_an_account_that_may_only_read_its_namespaces_endpointslices(
+    api_client: k8s_client.ApiClient,
+    kubeconfig: Path,
+    namespace: str,
+    tmp_path: Path,
+    service: Manifest,
+    operator_as: Callable[[Callable[[list[Manifest]], list[Manifest]]], LLMServiceReconciler],
+) -> None:
+    operator_as(lambda objects: objects).reconcile((namespace, SVC))
+
+    account = read(api_client, "v1", "ServiceAccount", namespace, ACCOUNT)
+    role = read(api_client, RBAC, "Role", namespace, ACCOUNT)
+    binding = read(api_client, RBAC, "RoleBinding", namespace, ACCOUNT)
+    for obj in (account, role, binding):
+        assert obj is not None
+        assert controller_reference(obj, service) is not None, obj["kind"]
+        assert obj["metadata"]["labels"]["serving.noctaya.io/llmservice"] == SVC
+    assert account["automountServiceAccountToken"] is False
+    assert role["rules"] == [
+        {
+            "apiGroups": ["discovery.k8s.io"],
+            "resources": ["endpointslices"],
+            "verbs": ["get", "list", "watch"],
+        }
+    ]
+    assert binding["roleRef"] == {
+        "apiGroup": "rbac.authorization.k8s.io",
+        "kind": "Role",
+        "name": ACCOUNT,
+    }
+    assert binding["subjects"] == [
+        {"kind": "ServiceAccount", "name": ACCOUNT, "namespace": namespace}
+    ]
+
+    pod = gateway_pod(api_client, namespace)
+    assert pod["serviceAccountName"] == ACCOUNT
+    assert pod["automountServiceAccountToken"] is False
+    assert pod["volumes"] == [PROJECTED_TOKEN]
+    [container] = pod["containers"]
+    assert container["volumeMounts"] == [
+        {"name": "kubernetes-api", "mountPath": TOKEN_DIR, "readOnly": True}
+    ]
+    assert env_of(pod)["NOCTAYA_BACKEND_ENDPOINTS"] == f"{namespace}/{SVC}-backend"
+    assert env_of(pod)["NOCTAYA_KUBERNETES_TOKEN_FILE"] == f"{TOKEN_DIR}/token"
+    assert env_of(pod)["NOCTAYA_KUBERNETES_CA_FILE"] == f"{TOKEN_DIR}/ca.crt"
+
+    token = service_account_token(api_client, namespace, ACCOUNT)
+    gateway = client_of(kubeconfig, token, tmp_path / "gateway.kubeconfig")
+    try:
+        slices, core = k8s_client.DiscoveryV1Api(gateway), k8s_client.CoreV1Api(gateway)
+        assert refused(lambda: slices.list_namespaced_endpoint_slice(namespace)) is None
+        assert (
+            refused(lambda: slices.list_namespaced_endpoint_slice(namespace, watch=False)) is None
+        )
+        assert refused(lambda: slices.list_namespaced_endpoint_slice("default")) == 403
+        assert refused(lambda: slices.list_endpoint_slice_for_all_namespaces()) == 403
+        assert refused(lambda: core.list_namespaced_pod(namespace)) == 403
+        assert refused(lambda: core.list_namespaced_secret(namespace)) == 403
+    finally:
+        gateway.close()  # type: ignore[no-untyped-call]
+
+
+def test_without_rbac_for_roles_the_gateway_serves_through_the_service_and_the_status_says_why(
+    api_client: k8s_client.ApiClient,
+    namespace: str,
+    service: Manifest,
+    status_of: Callable[[str, str], Manifest],
+    operator_as: Callable[[Callable[[list[Manifest]], list[Manifest]]], LLMServiceReconciler],
+) -> None:
+    reconciler = operator_as(without_rbac_rules)
+    reconciler.reconcile((namespace, SVC))
+
+    assert read(api_client, RBAC, "Role", namespace, ACCOUNT) is None
+    pod = gateway_pod(api_client, namespace)
+    assert "serviceAccountName" not in pod
+    assert pod["automountServiceAccountToken"] is False
+    assert "volumes" not in pod
+    assert not ENDPOINT_ENV & env_of(pod).keys()
+    assert env_of(pod)["NOCTAYA_BACKEND_URL"] == f"http://{SVC}-backend.{namespace}.svc:80"
+
+    # No gateway replica yet: Ready says so, and adds why the gateway will not see the pods.
+    ready = condition_values(status_of(SVC, namespace))["Ready"]
+    assert ready[:2] == ("False", "GatewayUnavailable")
+    assert REFUSED in ready[2]
+    assert "forbidden" in ready[2]
+
+    # A serving gateway: the service is as ready as its backend, and degraded for the reason.
+    set_gateway_available(api_client, namespace, SVC)
+    reconciler.reconcile((namespace, SVC))
+    values = condition_values(status_of(SVC, namespace))
+    assert values["Ready"] == ("False", "ScaledToZero", "Backend is scaled to zero")
+    status, reason, message = values["Degraded"]
+    assert (status, reason) == ("True", "GatewayEndpointsForbidden")
+    assert message.startswith(
+        f'the gateway cannot see the backend pods and sends to Service "{SVC}-backend": {REFUSED}'
+    )
+    assert status_of(SVC, namespace)["phase"] == "ScaledToZero"
