@@ -14,8 +14,8 @@ from noctaya.gateway.aggregator.config import load_config
 from noctaya.gateway.aggregator.server import AggregatorServer
 from noctaya.gateway.demand.feed import DemandFeed
 from noctaya.gateway.metrics.exposition import Gauge, Registry
+from noctaya.gateway.scaler.kv_cache import PodEndpoints
 from noctaya.gateway.scaler.server import ScalerServer, start_scaler
-from noctaya.gateway.scaler.service import ScaledMetric
 
 from .keda import Keda
 
@@ -74,7 +74,7 @@ async def start_aggregator(token_file: Path) -> AsyncIterator[AggregatorFactory]
     async def start(
         member_ttl: float = 10.0,
         sweep_period: float = 1.0,
-        metric: ScaledMetric | None = None,
+        pods: PodEndpoints | None = None,
         **env: str,
     ) -> AggregatorServer:
         environ = {
@@ -84,7 +84,7 @@ async def start_aggregator(token_file: Path) -> AsyncIterator[AggregatorFactory]
             **env,
         }
         server = AggregatorServer(
-            load_config(environ), member_ttl=member_ttl, sweep_period=sweep_period, metric=metric
+            load_config(environ), member_ttl=member_ttl, sweep_period=sweep_period, pods=pods
         )
         await server.start()
         started.append(server)

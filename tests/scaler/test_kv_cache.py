@@ -11,13 +11,17 @@ from __future__ import annotations
 import asyncio
 import logging
 import math
+import re
 import time
 from collections.abc import AsyncIterator, Awaitable, Callable
 from dataclasses import dataclass
+from pathlib import Path
 
 import aiohttp
 import pytest
 from gateway.support import eventually, sample
+from noctaya.gateway.aggregator.config import load_config
+from noctaya.gateway.aggregator.server import AggregatorServer
 from noctaya.gateway.demand.feed import DemandFeed
 from noctaya.gateway.engine_stub import EngineStub, StubSettings, load_settings
 from noctaya.gateway.engine_stub.http11 import serve
@@ -25,10 +29,12 @@ from noctaya.gateway.engine_stub.settings import SettingsError
 from noctaya.gateway.metrics.exposition import Counter, Registry
 from noctaya.gateway.scaler.kv_cache import (
     DISCARDED_HELP,
+    DISCARDED_NAME,
     KvCacheReader,
     gauge_value,
     ready_addresses,
 )
+from noctaya.gateway.scaler.kv_cache_settings import KvCacheSettings, load_kv_cache_settings
 from noctaya.gateway.scaler.server import start_scaler
 
 from .conftest import AggregatorFactory, streams_gauge
@@ -36,8 +42,18 @@ from .keda import Keda
 from .reports import Reporter, report
 
 GAUGE = "vllm:kv_cache_usage_perc"
-DISCARDED = "noctaya_gateway_kv_cache_discarded"
+DISCARDED = DISCARDED_NAME
+KV = {"NOCTAYA_SCALING_METRIC": "kvCacheUtil", "NOCTAYA_BACKEND_KV_CACHE_METRIC": GAUGE}
 Handler = Callable[[asyncio.StreamReader, asyncio.StreamWriter], Awaitable[None]]
+
+
+@dataclass(frozen=True)
+class Endpoint:
+    address: str
+    port: int
+    ready: bool
+    serving: bool
+    terminating: bool
 
 
 class Pods:
@@ -68,6 +84,11 @@ class Pods:
     async def hostile(self, handler: Handler) -> str:
         address = self._next_address()
         return self._started(address, await asyncio.start_server(handler, address, self.port))
+
+    def endpoints(self) -> list[Endpoint]:
+        """As the EndpointSlice watch shows them: the ready pods and one terminating."""
+        ready = [Endpoint(address, self.port, True, True, False) for address in self.ready]
+        return [*ready, Endpoint("127.0.0.254", self.port, False, False, True)]
 
     def close(self) -> None:
         for server in self.servers:
@@ -331,15 +352,19 @@ async def test_keda_gets_the_sum_while_activation_stays_with_demand(
         await kv.close()
 
 
+def kv_cache_env(pods: Pods) -> dict[str, str]:
+    return {**KV, "NOCTAYA_BACKEND_METRICS_PORT": str(pods.port)}
+
+
 async def test_behind_several_gateways_the_aggregator_counts_each_pod_once(
-    pods: Pods, registry: Registry, start_aggregator: AggregatorFactory
+    pods: Pods, start_aggregator: AggregatorFactory
 ) -> None:
     """Both gateways send to both pods, yet KEDA gets 2 × 40 %, not twice that: the aggregator
     reads the pods itself, and the gateways report only demand, which activation follows."""
     for _ in range(2):
         await pods.stub(kv_cache=0.4)
-    kv = reader(pods, registry)
-    aggregator = await start_aggregator(metric=kv)
+    await pods.hostile(answer(b"200 OK", exposition(b"NaN")))
+    aggregator = await start_aggregator(pods=pods, **kv_cache_env(pods))
     keda = Keda.insecure(aggregator.scaler_port)
     try:
         async with aiohttp.ClientSession() as session:
@@ -353,16 +378,23 @@ async def test_behind_several_gateways_the_aggregator_counts_each_pod_once(
             assert await keda.metric() == pytest.approx(80.0)
     finally:
         await keda.close()
-        await kv.close()
+    registry = aggregator.metrics.registry
+    assert sample(registry, f"{DISCARDED}_total", {"reason": "out_of_range"}) >= 1
 
 
-@dataclass(frozen=True)
-class Endpoint:
-    address: str
-    port: int
-    ready: bool
-    serving: bool
-    terminating: bool
+async def test_an_aggregator_told_to_read_kv_cache_without_the_pods_refuses_to_start(
+    token_file: Path,
+) -> None:
+    environ = {
+        "NOCTAYA_DEMAND_AUTH_TOKEN_FILE": str(token_file),
+        "NOCTAYA_AGGREGATOR_LISTEN_ADDR": "127.0.0.1:0",
+        "NOCTAYA_SCALER_LISTEN_ADDR": "127.0.0.1:0",
+        **KV,
+        "NOCTAYA_BACKEND_METRICS_PORT": "8000",
+    }
+    server = AggregatorServer(load_config(environ))
+    with pytest.raises(ValueError, match="kvCacheUtil needs the backend's pods"):
+        await server.start()
 
 
 class Watch:
@@ -395,3 +427,52 @@ def test_the_stub_learns_its_capacity_from_the_environment(text: str, capacity: 
 def test_the_stub_refuses_a_capacity_that_is_no_positive_integer(text: str) -> None:
     with pytest.raises(SettingsError, match="STUB_KV_CACHE_CAPACITY must be a positive integer"):
         load_settings({"STUB_KV_CACHE_CAPACITY": text})
+
+
+@pytest.mark.parametrize(
+    ("environ", "settings"),
+    [
+        ({}, None),
+        ({"NOCTAYA_SCALING_METRIC": "queueDepth"}, None),
+        (
+            {**KV, "NOCTAYA_BACKEND_METRICS_PORT": "8000"},
+            KvCacheSettings(GAUGE, 8000, "/metrics"),
+        ),
+        (
+            {
+                "NOCTAYA_SCALING_METRIC": "kvCacheUtil",
+                "NOCTAYA_BACKEND_KV_CACHE_METRIC": "kv",
+                "NOCTAYA_BACKEND_METRICS_PORT": "9100",
+                "NOCTAYA_BACKEND_METRICS_PATH": "/engine/metrics",
+            },
+            KvCacheSettings("kv", 9100, "/engine/metrics"),
+        ),
+    ],
+    ids=["unset", "queueDepth", "kvCacheUtil", "own path"],
+)
+def test_the_scalers_metric_is_read_from_its_environment(
+    environ: dict[str, str], settings: KvCacheSettings | None
+) -> None:
+    assert load_kv_cache_settings(environ) == settings
+
+
+@pytest.mark.parametrize(
+    ("environ", "message"),
+    [
+        ({"NOCTAYA_SCALING_METRIC": "latency"}, 'must be queueDepth or kvCacheUtil, got "latency"'),
+        ({**KV, "NOCTAYA_BACKEND_KV_CACHE_METRIC": ""}, "KV_CACHE_METRIC must be a Prometheus"),
+        ({**KV, "NOCTAYA_BACKEND_KV_CACHE_METRIC": "a b"}, "KV_CACHE_METRIC must be a Prometheus"),
+        (KV, 'METRICS_PORT must be a port number with NOCTAYA_SCALING_METRIC kvCacheUtil, got ""'),
+        ({**KV, "NOCTAYA_BACKEND_METRICS_PORT": "65536"}, "port number with"),
+        (
+            {**KV, "NOCTAYA_BACKEND_METRICS_PORT": "80", "NOCTAYA_BACKEND_METRICS_PATH": "/a b"},
+            "is not an absolute path of printable ASCII without spaces",
+        ),
+    ],
+    ids=["unknown metric", "no gauge", "gauge with a space", "no port", "port too high", "path"],
+)
+def test_a_kv_cache_setting_that_cannot_work_stops_the_start(
+    environ: dict[str, str], message: str
+) -> None:
+    with pytest.raises(ValueError, match=re.escape(message)):
+        load_kv_cache_settings(environ)

@@ -13,6 +13,7 @@ from noctaya.core.plan import gateway_env as names
 from noctaya.core.values.go_text import go_positive_int
 from noctaya.gateway.aggregator.protocol import INT64_MAX, read_demand_token
 from noctaya.gateway.process.config_shared import DEFAULT_SCALER_LISTEN_ADDR, listen_addr_setting
+from noctaya.gateway.scaler.kv_cache_settings import KvCacheSettings, load_kv_cache_settings
 from noctaya.gateway.scaler.tls import ScalerTLS, load_scaler_tls
 
 DEFAULT_MAX_MEMBERS = 1024
@@ -28,6 +29,8 @@ class AggregatorConfig:
     listen_addr: str
     scaler_listen_addr: str
     tls: ScalerTLS | None
+    kv_cache: KvCacheSettings | None = None
+    """Set for kvCacheUtil scaling: KEDA then gets the pods' KV-cache sum, read here."""
 
 
 def load_config(environ: Mapping[str, str]) -> AggregatorConfig:
@@ -47,6 +50,7 @@ def load_config(environ: Mapping[str, str]) -> AggregatorConfig:
         listen_addr=listen_addr,
         scaler_listen_addr=scaler_listen_addr,
         tls=load_scaler_tls(environ),
+        kv_cache=load_kv_cache_settings(environ),
     )
 
 

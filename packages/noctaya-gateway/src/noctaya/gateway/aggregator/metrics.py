@@ -1,10 +1,12 @@
-"""The aggregator's own Prometheus registry: its four series plus the KEDA stream gauge.
+"""The aggregator's own Prometheus registry: its four series, the KEDA stream gauge and, for
+kvCacheUtil scaling, the discarded KV-cache readings.
 
 Served in the gateway's exposition format (`noctaya.gateway.metrics.exposition.CONTENT_TYPE`)."""
 
 from __future__ import annotations
 
 from noctaya.gateway.metrics.exposition import Counter, Gauge, Registry
+from noctaya.gateway.scaler.kv_cache import DISCARDED_HELP, DISCARDED_NAME
 
 
 class AggregatorMetrics:
@@ -35,6 +37,9 @@ class AggregatorMetrics:
             "noctaya_gateway_scaler_streams",
             "Connected KEDA StreamIsActive streams.",
             registry=self.registry,
+        )
+        self.kv_cache_discarded = Counter(
+            DISCARDED_NAME, DISCARDED_HELP, ["reason"], registry=self.registry
         )
 
     def exposition(self) -> bytes:

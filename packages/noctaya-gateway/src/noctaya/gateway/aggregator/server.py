@@ -1,8 +1,9 @@
 """One running aggregator: the report endpoint and the ExternalScaler fed by the aggregate, on one
 server (the scaler's, with the reports on a plain listener of their own).
 
-For `kvCacheUtil` scaling the aggregator reads the pods' KV-cache gauges itself (`metric`), not
-the gateways: each pod is then counted once, however many gateways there are.
+For `kvCacheUtil` scaling the aggregator reads the pods' KV-cache gauges itself (`pods`: the
+backend's EndpointSlice watch), not the gateways: each pod is then counted once, however many
+gateways there are.
 
 Memory-only by design: after a restart the total rebuilds from the gateways' 2 s heartbeats,
 well inside KEDA's polling interval, so there is nothing to persist or to get out of sync.
@@ -13,12 +14,13 @@ from __future__ import annotations
 import asyncio
 import contextlib
 
+from noctaya.core.plan import gateway_env as names
 from noctaya.gateway.aggregator.aggregate import MEMBER_TTL_SECONDS, SWEEP_PERIOD_SECONDS, Aggregate
 from noctaya.gateway.aggregator.config import AggregatorConfig
 from noctaya.gateway.aggregator.metrics import AggregatorMetrics
 from noctaya.gateway.aggregator.routes import AggregatorRoutes
+from noctaya.gateway.scaler.kv_cache import KvCacheReader, PodEndpoints, ready_addresses
 from noctaya.gateway.scaler.server import PlainListener, ScalerServer, start_scaler
-from noctaya.gateway.scaler.service import ScaledMetric
 
 
 class AggregatorServer:
@@ -28,11 +30,10 @@ class AggregatorServer:
         *,
         member_ttl: float = MEMBER_TTL_SECONDS,
         sweep_period: float = SWEEP_PERIOD_SECONDS,
-        metric: ScaledMetric | None = None,
+        pods: PodEndpoints | None = None,
     ) -> None:
-        """`metric`: what GetMetrics reports instead of the aggregate demand."""
+        """`pods` is required when `config.kv_cache` is set."""
         self.config = config
-        self._metric = metric
         self.metrics = AggregatorMetrics()
         self.aggregate = Aggregate(config.max_members, self.metrics, member_ttl=member_ttl)
         self.routes = AggregatorRoutes(
@@ -41,18 +42,34 @@ class AggregatorServer:
         self._sweep_period = sweep_period
         self._sweeper: asyncio.Task[None] | None = None
         self._server: ScalerServer | None = None
+        self._kv_cache: KvCacheReader | None = None
+        settings = config.kv_cache
+        if settings is not None and pods is not None:
+            self._kv_cache = KvCacheReader(
+                ready_addresses(pods),
+                settings.port,
+                settings.path,
+                settings.metric,
+                self.metrics.kv_cache_discarded,
+            )
         self.http_port = 0
         self.scaler_port = 0
 
     async def start(self) -> None:
-        """Bind both listeners (OSError if either is taken) and start expiring members."""
+        """Bind both listeners (OSError if either is taken) and start expiring members;
+        ValueError for kvCacheUtil scaling without the pods to read."""
+        if self.config.kv_cache is not None and self._kv_cache is None:
+            raise ValueError(
+                f"{names.SCALING_METRIC} kvCacheUtil needs the backend's pods "
+                f"({names.BACKEND_ENDPOINTS}) to read their KV-cache gauges"
+            )
         self._server = await start_scaler(
             self.aggregate,
             self.config.scaler_listen_addr,
             self.config.tls,
             self.metrics.streams,
             PlainListener(self.config.listen_addr, self.routes),
-            self._metric,
+            self._kv_cache,
         )
         assert self._server.plain_port is not None
         self.http_port = self._server.plain_port
@@ -67,3 +84,5 @@ class AggregatorServer:
                 await self._sweeper
         if self._server is not None:
             await self._server.stop(grace)
+        if self._kv_cache is not None:
+            await self._kv_cache.close()
