@@ -133,9 +133,11 @@ def start_controller(
         gateway_replicas: int = 1,
         leader_election: LeaderElectionConfig | None = None,
         retry_delay: float = 0.05,
+        client: k8s_client.ApiClient | None = None,
     ) -> RunningController:
         """`retry_delay` is the first backoff after a failed reconcile; make it long to show
-        that a watch, not a retry, brought a service back."""
+        that a watch, not a retry, brought a service back. `client`: the credentials it runs
+        with, the admin's by default."""
         options = ManagerOptions(
             workers=2,
             leader_election=leader_election,
@@ -146,7 +148,7 @@ def start_controller(
             shutdown_timeout=WAIT,
         )
         settings = OperatorSettings(gateway_image=GATEWAY_IMAGE, gateway_replicas=gateway_replicas)
-        manager, reconciler = build_controller(api_client, settings, options, vendors)
+        manager, reconciler = build_controller(client or api_client, settings, options, vendors)
         running = RunningController(manager, reconciler, threading.Thread())
 
         def run() -> None:

@@ -26,7 +26,14 @@ from support.operator_process import (
     token_kubeconfig,
 )
 
-from .cluster import condition_values, controller_reference, read, set_gateway_available
+from .cluster import (
+    condition_values,
+    controller_reference,
+    eventually,
+    read,
+    set_gateway_available,
+)
+from .conftest import RunningController
 
 pytestmark = pytest.mark.integration
 
@@ -77,29 +84,42 @@ def without_rbac_rules(objects: list[Manifest]) -> list[Manifest]:
     return objects
 
 
+Edit = Callable[[list[Manifest]], list[Manifest]]
+
+
+def unchanged(objects: list[Manifest]) -> list[Manifest]:
+    return objects
+
+
 @pytest.fixture
-def operator_as(
-    api_client: k8s_client.ApiClient,
-    kubeconfig: Path,
-    namespace: str,
-    tmp_path: Path,
-    make_reconciler: Callable[..., LLMServiceReconciler],
-) -> Iterator[Callable[[Callable[[list[Manifest]], list[Manifest]]], LLMServiceReconciler]]:
-    """A reconciler holding the operator's generated RBAC, as `edit` leaves it."""
+def operator_client(
+    api_client: k8s_client.ApiClient, kubeconfig: Path, namespace: str, tmp_path: Path
+) -> Iterator[Callable[[Edit], k8s_client.ApiClient]]:
+    """Credentials of the operator's ServiceAccount holding its generated RBAC, as `edit`
+    leaves it."""
     cleanups: list[Callable[[], None]] = []
     clients: list[k8s_client.ApiClient] = []
 
-    def make(edit: Callable[[list[Manifest]], list[Manifest]]) -> LLMServiceReconciler:
+    def make(edit: Edit) -> k8s_client.ApiClient:
         cleanups.append(grant(api_client, edit(generated_rbac(namespace, namespace))))
         token = service_account_token(api_client, namespace, "noctaya-controller-manager")
         clients.append(client_of(kubeconfig, token, tmp_path / "operator.kubeconfig"))
-        return make_reconciler(client=clients[-1])
+        return clients[-1]
 
     yield make
     for client in clients:
         client.close()  # type: ignore[no-untyped-call]
     for cleanup in cleanups:
         cleanup()
+
+
+@pytest.fixture
+def operator_as(
+    operator_client: Callable[[Edit], k8s_client.ApiClient],
+    make_reconciler: Callable[..., LLMServiceReconciler],
+) -> Callable[[Edit], LLMServiceReconciler]:
+    """A reconciler, driven key by key, with the operator's RBAC as `edit` leaves it."""
+    return lambda edit: make_reconciler(client=operator_client(edit))
 
 
 @pytest.fixture
@@ -135,9 +155,9 @@ def test_the_gateway_runs_as_an_account_that_may_only_read_its_namespaces_endpoi
     namespace: str,
     tmp_path: Path,
     service: Manifest,
-    operator_as: Callable[[Callable[[list[Manifest]], list[Manifest]]], LLMServiceReconciler],
+    operator_as: Callable[[Edit], LLMServiceReconciler],
 ) -> None:
-    operator_as(lambda objects: objects).reconcile((namespace, SVC))
+    operator_as(unchanged).reconcile((namespace, SVC))
 
     account = read(api_client, "v1", "ServiceAccount", namespace, ACCOUNT)
     role = read(api_client, RBAC, "Role", namespace, ACCOUNT)
@@ -196,7 +216,7 @@ def test_without_rbac_for_roles_the_gateway_serves_through_the_service_and_the_s
     namespace: str,
     service: Manifest,
     status_of: Callable[[str, str], Manifest],
-    operator_as: Callable[[Callable[[list[Manifest]], list[Manifest]]], LLMServiceReconciler],
+    operator_as: Callable[[Edit], LLMServiceReconciler],
 ) -> None:
     reconciler = operator_as(without_rbac_rules)
     reconciler.reconcile((namespace, SVC))
@@ -226,3 +246,42 @@ def test_without_rbac_for_roles_the_gateway_serves_through_the_service_and_the_s
         f'the gateway cannot see the backend pods and sends to Service "{SVC}-backend": {REFUSED}'
     )
     assert status_of(SVC, namespace)["phase"] == "ScaledToZero"
+
+
+def test_the_running_operator_restores_a_deleted_role_binding(
+    api_client: k8s_client.ApiClient,
+    namespace: str,
+    service: Manifest,
+    operator_client: Callable[[Edit], k8s_client.ApiClient],
+    start_controller: Callable[..., RunningController],
+) -> None:
+    start_controller(client=operator_client(unchanged)).wait_reconciling()
+    first = eventually(
+        lambda: read(api_client, RBAC, "RoleBinding", namespace, ACCOUNT), "the RoleBinding"
+    )
+    k8s_client.RbacAuthorizationV1Api(api_client).delete_namespaced_role_binding(ACCOUNT, namespace)
+
+    def recreated() -> Any:
+        again = read(api_client, RBAC, "RoleBinding", namespace, ACCOUNT)
+        return again and again["metadata"]["uid"] != first["metadata"]["uid"]
+
+    eventually(recreated, "the deleted RoleBinding to be applied again")
+
+
+def test_a_running_operator_without_rbac_for_roles_starts_and_gives_the_service_its_gateway(
+    api_client: k8s_client.ApiClient,
+    namespace: str,
+    service: Manifest,
+    status_of: Callable[[str, str], Manifest],
+    operator_client: Callable[[Edit], k8s_client.ApiClient],
+    start_controller: Callable[..., RunningController],
+) -> None:
+    """Its watches of Roles and RoleBindings are refused: they must not hold up the start."""
+    start_controller(client=operator_client(without_rbac_rules)).wait_reconciling()
+
+    def ready_message() -> str | None:
+        ready = condition_values(status_of(SVC, namespace)).get("Ready")
+        return ready[2] if ready is not None and REFUSED in ready[2] else None
+
+    eventually(ready_message, "the status to say why the gateway cannot see the pods")
+    assert "serviceAccountName" not in gateway_pod(api_client, namespace)
