@@ -135,6 +135,23 @@ def test_an_aggregator_runs_as_the_reader_only_to_scale_on_kv_cache_use() -> Non
     assert not KV_CACHE_ENV.keys() & env(kv_cache.gateway_deployment).keys()
 
 
+def test_the_planned_kv_cache_gauge_reaches_the_aggregator_as_its_runtime_names_it() -> None:
+    plan = serving_plan(
+        {"scaling": {"metric": "kvCacheUtil", "target": 80}},
+        {
+            "container": {"port": {"name": "http", "containerPort": 8000}},
+            "metrics": {
+                "path": "/metrics",
+                "port": "http",
+                "queueDepth": "vllm:num_requests_waiting",
+                "kvCacheUtil": KV_CACHE.metric,
+            },
+        },
+        gateway_replicas=2,
+    )
+    assert (ACCESS_ENV | KV_CACHE_ENV).items() <= env(render_serving(plan).aggregator).items()
+
+
 def test_without_the_reader_the_gateway_tier_runs_as_no_account_and_knows_only_the_service() -> (
     None
 ):
