@@ -27,14 +27,13 @@ from noctaya.gateway.engine_stub import EngineStub, StubSettings, load_settings
 from noctaya.gateway.engine_stub.http11 import serve
 from noctaya.gateway.engine_stub.settings import SettingsError
 from noctaya.gateway.metrics.exposition import Counter, Registry
-from noctaya.gateway.scaler.kv_cache import (
+from noctaya.gateway.scaler.kv_cache import KvCacheReader, gauge_value, ready_addresses
+from noctaya.gateway.scaler.kv_cache_settings import (
     DISCARDED_HELP,
     DISCARDED_NAME,
-    KvCacheReader,
-    gauge_value,
-    ready_addresses,
+    KvCacheSettings,
+    load_kv_cache_settings,
 )
-from noctaya.gateway.scaler.kv_cache_settings import KvCacheSettings, load_kv_cache_settings
 from noctaya.gateway.scaler.server import start_scaler
 
 from .conftest import AggregatorFactory, streams_gauge

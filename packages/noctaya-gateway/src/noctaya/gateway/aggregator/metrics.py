@@ -6,7 +6,7 @@ Served in the gateway's exposition format (`noctaya.gateway.metrics.exposition.C
 from __future__ import annotations
 
 from noctaya.gateway.metrics.exposition import Counter, Gauge, Registry
-from noctaya.gateway.scaler.kv_cache import DISCARDED_HELP, DISCARDED_NAME
+from noctaya.gateway.scaler.kv_cache_settings import DISCARDED_HELP, DISCARDED_NAME
 
 
 class AggregatorMetrics:

@@ -13,14 +13,17 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+from typing import TYPE_CHECKING
 
 from noctaya.core.plan import gateway_env as names
 from noctaya.gateway.aggregator.aggregate import MEMBER_TTL_SECONDS, SWEEP_PERIOD_SECONDS, Aggregate
 from noctaya.gateway.aggregator.config import AggregatorConfig
 from noctaya.gateway.aggregator.metrics import AggregatorMetrics
 from noctaya.gateway.aggregator.routes import AggregatorRoutes
-from noctaya.gateway.scaler.kv_cache import KvCacheReader, PodEndpoints, ready_addresses
 from noctaya.gateway.scaler.server import PlainListener, ScalerServer, start_scaler
+
+if TYPE_CHECKING:  # the reader brings the upstream client, imported only to scale on KV cache
+    from noctaya.gateway.scaler.kv_cache import KvCacheReader, PodEndpoints
 
 
 class AggregatorServer:
@@ -45,6 +48,8 @@ class AggregatorServer:
         self._kv_cache: KvCacheReader | None = None
         settings = config.kv_cache
         if settings is not None and pods is not None:
+            from noctaya.gateway.scaler.kv_cache import KvCacheReader, ready_addresses
+
             self._kv_cache = KvCacheReader(
                 ready_addresses(pods),
                 settings.port,

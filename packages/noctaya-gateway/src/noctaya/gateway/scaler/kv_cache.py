@@ -51,8 +51,6 @@ SCRAPE_PERIOD = 2.0
 """Seconds a reading is served before the pods are asked again."""
 MAX_BODY = 1 << 20
 """Bytes of exposition read from one pod; vLLM's is a few tens of KiB."""
-DISCARDED_NAME = "noctaya_gateway_kv_cache_discarded"
-DISCARDED_HELP = "KV-cache readings of a backend pod discarded, by reason."
 
 _log = logging.getLogger(__name__)
 

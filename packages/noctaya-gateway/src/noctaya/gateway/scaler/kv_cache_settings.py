@@ -1,7 +1,9 @@
 """Where the scaler reads the pods' KV-cache gauge: `NOCTAYA_SCALING_METRIC` and the
 `NOCTAYA_BACKEND_*` variables beside it, checked at startup so a bad Deployment fails at once.
 
-One reading for the gateway and the aggregator alike, whichever of them serves KEDA.
+One reading for the gateway and the aggregator alike, whichever of them serves KEDA. Kept apart
+from the reader (`kv_cache`), which brings the upstream HTTP client: a process imports that only
+when it scales on KV-cache use.
 """
 
 from __future__ import annotations
@@ -16,6 +18,8 @@ from noctaya.core.values.go_text import go_quote
 QUEUE_DEPTH = "queueDepth"
 KV_CACHE_UTIL = "kvCacheUtil"
 DEFAULT_METRICS_PATH = "/metrics"
+DISCARDED_NAME = "noctaya_gateway_kv_cache_discarded"
+DISCARDED_HELP = "KV-cache readings of a backend pod discarded, by reason."
 _REQUEST_PATH = re.compile(r"/[!-~]*")
 _METRIC_NAME = re.compile(r"[a-zA-Z_:][a-zA-Z0-9_:]*")
 
