@@ -157,7 +157,12 @@ WRITTEN_KINDS = (
     ("v1", "PersistentVolumeClaim"),
     ("batch/v1", "Job"),
 )
-"""Every kind the operator writes in a service's namespace."""
+"""Every kind the operator writes in a service's namespace, but the gateway's endpoint reader."""
+ENDPOINT_READER_KINDS = (
+    ("v1", "ServiceAccount"),
+    ("rbac.authorization.k8s.io/v1", "Role"),
+    ("rbac.authorization.k8s.io/v1", "RoleBinding"),
+)
 
 
 def everything_in(

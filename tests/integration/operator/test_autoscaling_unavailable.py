@@ -15,6 +15,7 @@ from support.envtest.crds import crd_manifests
 from support.manifests import inference_runtime, llmservice
 
 from .cluster import (
+    ENDPOINT_READER_KINDS,
     WRITTEN_KINDS,
     condition_values,
     events,
@@ -60,7 +61,7 @@ def keda_crd_deleted(
 def _objects_in(api_client: k8s_client.ApiClient, namespace: str) -> list[str]:
     """Every object the operator could have written in the namespace (events too), as kind/name;
     the ScaledObject kind itself is gone."""
-    kinds = tuple(k for k in WRITTEN_KINDS if k[1] != "ScaledObject")
+    kinds = tuple(k for k in WRITTEN_KINDS + ENDPOINT_READER_KINDS if k[1] != "ScaledObject")
     objects = everything_in(api_client, namespace, kinds)
     written = [f"{o['kind']}/{o['metadata']['name']}" for o in objects]
     return written + [f"Event/{e['reason']}" for e in events(api_client, namespace)]

@@ -16,7 +16,7 @@ from noctaya.k8s.reconciler import LLMServiceReconciler
 from support.custom_resources import CustomResources
 from support.manifests import inference_runtime, llmservice
 
-from .cluster import controller_reference, everything_in
+from .cluster import ENDPOINT_READER_KINDS, WRITTEN_KINDS, controller_reference, everything_in
 
 pytestmark = pytest.mark.integration
 
@@ -36,7 +36,7 @@ def test_every_object_written_for_a_service_is_collectable_with_it(
 
     make_reconciler(gateway_replicas=2).reconcile((namespace, "collected"))
 
-    written = everything_in(api_client, namespace)
+    written = everything_in(api_client, namespace, WRITTEN_KINDS + ENDPOINT_READER_KINDS)
     names = sorted(f"{obj['kind']}/{obj['metadata']['name']}" for obj in written)
     assert names == [
         "Deployment/collected",
@@ -45,11 +45,14 @@ def test_every_object_written_for_a_service_is_collectable_with_it(
         "Job/collected-prewarm",
         "PersistentVolumeClaim/collected-cache",
         "PodDisruptionBudget/collected-gateway",
+        "Role/collected-endpoint-reader",
+        "RoleBinding/collected-endpoint-reader",
         "ScaledObject/collected",
         "Secret/collected-demand-auth",
         "Service/collected",
         "Service/collected-backend",
         "Service/collected-scaler",
+        "ServiceAccount/collected-endpoint-reader",
     ]
     orphans = [
         f"{obj['kind']}/{obj['metadata']['name']}"
