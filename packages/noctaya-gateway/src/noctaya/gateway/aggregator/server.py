@@ -48,15 +48,9 @@ class AggregatorServer:
         self._kv_cache: KvCacheReader | None = None
         settings = config.kv_cache
         if settings is not None and pods is not None:
-            from noctaya.gateway.scaler.kv_cache import KvCacheReader, ready_addresses
+            from noctaya.gateway.scaler.kv_cache import KvCacheReader
 
-            self._kv_cache = KvCacheReader(
-                ready_addresses(pods),
-                settings.port,
-                settings.path,
-                settings.metric,
-                self.metrics.kv_cache_discarded,
-            )
+            self._kv_cache = KvCacheReader.of_pods(pods, settings, self.metrics.kv_cache_discarded)
         self.http_port = 0
         self.scaler_port = 0
 

@@ -21,6 +21,7 @@ from collections.abc import Callable, Collection, Sequence
 from typing import Protocol
 
 from noctaya.gateway.metrics.exposition import Counter
+from noctaya.gateway.scaler.kv_cache_settings import KvCacheSettings
 from noctaya.gateway.upstream import UpstreamError, UpstreamPool
 
 Addresses = Callable[[], Collection[str]]
@@ -84,6 +85,13 @@ class KvCacheReader:
         self._percent = 0.0
         self._fresh_until = float("-inf")
         self._scrape: asyncio.Task[float] | None = None
+
+    @classmethod
+    def of_pods(
+        cls, pods: PodEndpoints, settings: KvCacheSettings, discarded: Counter
+    ) -> KvCacheReader:
+        """The reader a scaler serves: the ready pods of `pods`, where `settings` say."""
+        return cls(ready_addresses(pods), settings.port, settings.path, settings.metric, discarded)
 
     async def current(self) -> float:
         """The summed KV-cache use of the ready pods, in percent of one pod's cache."""
