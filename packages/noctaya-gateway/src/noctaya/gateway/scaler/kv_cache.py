@@ -22,7 +22,7 @@ from typing import Protocol
 
 from noctaya.gateway.metrics.exposition import Counter
 from noctaya.gateway.scaler.kv_cache_settings import KvCacheSettings
-from noctaya.gateway.upstream import UpstreamError, UpstreamPool
+from noctaya.gateway.upstream import ProtocolError, UpstreamError, UpstreamPool
 
 Addresses = Callable[[], Collection[str]]
 """The IP addresses of the backend's ready pods now (the EndpointSlice watch's view)."""
@@ -132,6 +132,8 @@ class KvCacheReader:
             fraction = gauge_value(body, self._metric)
         except TimeoutError:
             self._discard(address, "timeout")
+        except ProtocolError as error:
+            self._discard(address, "protocol", str(error))
         except UpstreamError as error:
             self._discard(address, "unreachable", str(error) or type(error).__name__)
         except _Discarded as error:
