@@ -43,6 +43,8 @@ from .reports import Reporter, report
 GAUGE = "vllm:kv_cache_usage_perc"
 DISCARDED = DISCARDED_NAME
 KV = {"NOCTAYA_SCALING_METRIC": "kvCacheUtil", "NOCTAYA_BACKEND_KV_CACHE_METRIC": GAUGE}
+BACKEND = {"NOCTAYA_BACKEND_ENDPOINTS": "ai/backend"}
+"""Without KUBERNETES_SERVICE_HOST: the tests give the aggregator its pods themselves."""
 Handler = Callable[[asyncio.StreamReader, asyncio.StreamWriter], Awaitable[None]]
 
 
@@ -354,7 +356,7 @@ async def test_keda_gets_the_sum_while_activation_stays_with_demand(
 
 
 def kv_cache_env(pods: Pods) -> dict[str, str]:
-    return {**KV, "NOCTAYA_BACKEND_METRICS_PORT": str(pods.port)}
+    return {**KV, "NOCTAYA_BACKEND_METRICS_PORT": str(pods.port), **BACKEND}
 
 
 async def test_behind_several_gateways_the_aggregator_counts_each_pod_once(
@@ -391,6 +393,7 @@ async def test_an_aggregator_told_to_read_kv_cache_without_the_pods_refuses_to_s
         "NOCTAYA_AGGREGATOR_LISTEN_ADDR": "127.0.0.1:0",
         "NOCTAYA_SCALER_LISTEN_ADDR": "127.0.0.1:0",
         **KV,
+        **BACKEND,
         "NOCTAYA_BACKEND_METRICS_PORT": "8000",
     }
     server = AggregatorServer(load_config(environ))

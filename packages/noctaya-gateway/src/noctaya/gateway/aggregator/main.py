@@ -6,13 +6,17 @@ import asyncio
 import logging
 import signal
 from collections.abc import Mapping
+from typing import TYPE_CHECKING
 
-from noctaya.gateway.aggregator.config import load_config
+from noctaya.gateway.aggregator.config import AggregatorConfig, load_config
 from noctaya.gateway.aggregator.server import AggregatorServer
 from noctaya.gateway.process import running as process
 from noctaya.gateway.process.addresses import with_port
 from noctaya.gateway.process.version import gateway_version
 from noctaya.gateway.server.tested_versions import UntestedServerLibrary
+
+if TYPE_CHECKING:
+    from noctaya.gateway.backend.endpoints import EndpointWatch
 
 SHUTDOWN_TIMEOUT_SECONDS = 20.0
 
@@ -27,10 +31,44 @@ def run(environ: Mapping[str, str]) -> int:
     except ValueError as exc:
         _log.critical("%s", exc)
         return 1
-    return process.run(_serve(AggregatorServer(config)))
+    return process.run(_serve(config))
 
 
-async def _serve(server: AggregatorServer) -> int:
+async def _serve(config: AggregatorConfig) -> int:
+    pods = _pod_watch(config)
+    try:
+        return await _serve_with(AggregatorServer(config, pods=pods))
+    finally:
+        if pods is not None:
+            await pods.close()
+
+
+def _pod_watch(config: AggregatorConfig) -> EndpointWatch | None:
+    """For kvCacheUtil: the backend's pods, followed as the gateway follows them; a watch that
+    cannot work leaves no pod to read (the sum is 0) and retries, as in the gateway."""
+    wanted = config.backend_endpoints
+    if wanted is None:
+        return None
+    from noctaya.gateway.backend.endpoints import WATCH_SECONDS, EndpointWatch
+    from noctaya.gateway.backend.kube_api import KubeApi
+    from noctaya.gateway.process.config import ENDPOINTS_RETRY_SECONDS
+
+    api = None
+    if wanted.api_url is not None:
+        read_timeout = WATCH_SECONDS + 30.0  # the API server ends each watch itself
+        api = KubeApi(wanted.api_url, wanted.token_file, wanted.ca_file, read_timeout)
+    watch = EndpointWatch(
+        api,
+        wanted.namespace,
+        wanted.service,
+        retry=ENDPOINTS_RETRY_SECONDS,
+        unavailable="" if api is not None else "KUBERNETES_SERVICE_HOST is unset",
+    )
+    watch.start()
+    return watch
+
+
+async def _serve_with(server: AggregatorServer) -> int:
     try:
         await server.start()
     except (OSError, ValueError, UntestedServerLibrary) as exc:
