@@ -158,6 +158,39 @@ WRITTEN_KINDS = (
     ("batch/v1", "Job"),
 )
 """Every kind the operator writes in a service's namespace, but the gateway's endpoint reader."""
+ENDPOINT_READER_DIR = "/var/run/noctaya/kubernetes"
+ENDPOINT_READER_VOLUME = {
+    "name": "kubernetes-api",
+    "projected": {
+        "defaultMode": 0o440,
+        "sources": [
+            {"serviceAccountToken": {"path": "token", "expirationSeconds": 3600}},
+            {
+                "configMap": {
+                    "name": "kube-root-ca.crt",
+                    "items": [{"key": "ca.crt", "path": "ca.crt"}],
+                }
+            },
+        ],
+    },
+}
+"""The projected token of a service's endpoint reader and the cluster's CA, in its gateway pod."""
+ENDPOINT_READER_MOUNT = {
+    "name": "kubernetes-api",
+    "mountPath": ENDPOINT_READER_DIR,
+    "readOnly": True,
+}
+
+
+def endpoint_reader_env(namespace: str, service: str) -> list[tuple[str, str]]:
+    """The gateway's env entries that follow the backend's EndpointSlices, in their order."""
+    return [
+        ("NOCTAYA_BACKEND_ENDPOINTS", f"{namespace}/{service}-backend"),
+        ("NOCTAYA_KUBERNETES_TOKEN_FILE", f"{ENDPOINT_READER_DIR}/token"),
+        ("NOCTAYA_KUBERNETES_CA_FILE", f"{ENDPOINT_READER_DIR}/ca.crt"),
+    ]
+
+
 ENDPOINT_READER_KINDS = (
     ("v1", "ServiceAccount"),
     ("rbac.authorization.k8s.io/v1", "Role"),

@@ -27,8 +27,11 @@ from support.operator_process import (
 )
 
 from .cluster import (
+    ENDPOINT_READER_MOUNT,
+    ENDPOINT_READER_VOLUME,
     condition_values,
     controller_reference,
+    endpoint_reader_env,
     eventually,
     read,
     set_gateway_available,
@@ -40,22 +43,6 @@ pytestmark = pytest.mark.integration
 SVC = "chat"
 ACCOUNT = f"{SVC}-endpoint-reader"
 RBAC = "rbac.authorization.k8s.io/v1"
-TOKEN_DIR = "/var/run/noctaya/kubernetes"
-PROJECTED_TOKEN = {
-    "name": "kubernetes-api",
-    "projected": {
-        "defaultMode": 0o440,
-        "sources": [
-            {"serviceAccountToken": {"path": "token", "expirationSeconds": 3600}},
-            {
-                "configMap": {
-                    "name": "kube-root-ca.crt",
-                    "items": [{"key": "ca.crt", "path": "ca.crt"}],
-                }
-            },
-        ],
-    },
-}
 ENDPOINT_ENV = {
     "NOCTAYA_BACKEND_ENDPOINTS",
     "NOCTAYA_KUBERNETES_TOKEN_FILE",
@@ -186,14 +173,10 @@ def test_the_gateway_runs_as_an_account_that_may_only_read_its_namespaces_endpoi
     pod = gateway_pod(api_client, namespace)
     assert pod["serviceAccountName"] == ACCOUNT
     assert pod["automountServiceAccountToken"] is False
-    assert pod["volumes"] == [PROJECTED_TOKEN]
+    assert pod["volumes"] == [ENDPOINT_READER_VOLUME]
     [container] = pod["containers"]
-    assert container["volumeMounts"] == [
-        {"name": "kubernetes-api", "mountPath": TOKEN_DIR, "readOnly": True}
-    ]
-    assert env_of(pod)["NOCTAYA_BACKEND_ENDPOINTS"] == f"{namespace}/{SVC}-backend"
-    assert env_of(pod)["NOCTAYA_KUBERNETES_TOKEN_FILE"] == f"{TOKEN_DIR}/token"
-    assert env_of(pod)["NOCTAYA_KUBERNETES_CA_FILE"] == f"{TOKEN_DIR}/ca.crt"
+    assert container["volumeMounts"] == [ENDPOINT_READER_MOUNT]
+    assert set(endpoint_reader_env(namespace, SVC)) <= env_of(pod).items()
 
     token = service_account_token(api_client, namespace, ACCOUNT)
     gateway = client_of(kubeconfig, token, tmp_path / "gateway.kubeconfig")

@@ -14,7 +14,14 @@ from noctaya.k8s.reconciler import LLMServiceReconciler
 from support.custom_resources import CustomResources, Manifest
 from support.manifests import inference_runtime, llmservice
 
-from .cluster import controller_reference, everything_in, read
+from .cluster import (
+    ENDPOINT_READER_MOUNT,
+    ENDPOINT_READER_VOLUME,
+    controller_reference,
+    endpoint_reader_env,
+    everything_in,
+    read,
+)
 from .conftest import GATEWAY_IMAGE
 
 pytestmark = [pytest.mark.integration, pytest.mark.kubernetes_matrix]
@@ -33,31 +40,6 @@ CONTAINER_SECURITY = {
     "capabilities": {"drop": ["ALL"]},
 }
 SECRET_MODE = 0o440
-KUBERNETES_DIR = "/var/run/noctaya/kubernetes"
-ENDPOINT_READER_VOLUME = {
-    "name": "kubernetes-api",
-    "projected": {
-        "defaultMode": SECRET_MODE,
-        "sources": [
-            {"serviceAccountToken": {"path": "token", "expirationSeconds": 3600}},
-            {
-                "configMap": {
-                    "name": "kube-root-ca.crt",
-                    "items": [{"key": "ca.crt", "path": "ca.crt"}],
-                }
-            },
-        ],
-    },
-}
-ENDPOINT_READER_MOUNT = {"name": "kubernetes-api", "mountPath": KUBERNETES_DIR, "readOnly": True}
-
-
-def endpoint_reader_env(namespace: str, svc: str) -> list[Manifest]:
-    return [
-        {"name": "NOCTAYA_BACKEND_ENDPOINTS", "value": f"{namespace}/{svc}-backend"},
-        {"name": "NOCTAYA_KUBERNETES_TOKEN_FILE", "value": f"{KUBERNETES_DIR}/token"},
-        {"name": "NOCTAYA_KUBERNETES_CA_FILE", "value": f"{KUBERNETES_DIR}/ca.crt"},
-    ]
 
 
 def selector_labels(svc: str) -> dict[str, str]:
@@ -296,7 +278,7 @@ def test_single_gateway_service_renders_its_whole_stack_owned_by_the_service(
     ]
     assert container["env"] == [
         env("NOCTAYA_BACKEND_URL", f"http://qwen-backend.{namespace}.svc:80"),
-        *endpoint_reader_env(namespace, "qwen"),
+        *(env(name, value) for name, value in endpoint_reader_env(namespace, "qwen")),
         env("NOCTAYA_LISTEN_ADDR", ":8080"),
         env("NOCTAYA_MAX_QUEUE", "100"),
         env("NOCTAYA_SCALER_LISTEN_ADDR", ":9090"),
@@ -469,7 +451,7 @@ def test_several_gateways_add_a_budget_an_aggregate_scaler_and_a_demand_token(
     assert container["ports"] == [{"name": "http", "containerPort": 8080, "protocol": "TCP"}]
     assert container["env"] == [
         env("NOCTAYA_BACKEND_URL", f"http://multi-backend.{namespace}.svc:80"),
-        *endpoint_reader_env(namespace, "multi"),
+        *(env(name, value) for name, value in endpoint_reader_env(namespace, "multi")),
         env("NOCTAYA_LISTEN_ADDR", ":8080"),
         env("NOCTAYA_MAX_QUEUE", "100"),
         env("NOCTAYA_DEMAND_AGGREGATOR_URL", f"http://multi-scaler.{namespace}.svc:9091/v1/demand"),

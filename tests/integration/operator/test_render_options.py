@@ -17,7 +17,7 @@ from noctaya.k8s.reconciler import LLMServiceReconciler
 from support.custom_resources import CustomResources, Manifest
 from support.manifests import inference_runtime, llmservice
 
-from .cluster import read
+from .cluster import ENDPOINT_READER_MOUNT, ENDPOINT_READER_VOLUME, endpoint_reader_env, read
 from .conftest import GATEWAY_IMAGE
 
 pytestmark = pytest.mark.integration
@@ -474,10 +474,11 @@ def test_single_gateway_mounts_the_client_keys_and_serves_scaler_tls_itself(
     ns = rendered.namespace
     pod = rendered.get("apps/v1", "Deployment", "guarded-gateway")["spec"]["template"]["spec"]
     assert pod["imagePullSecrets"] == [{"name": "regcred"}]
-    assert pod["volumes"] == [CLIENT_AUTH_VOLUME, TLS_VOLUME]
+    assert pod["volumes"] == [CLIENT_AUTH_VOLUME, TLS_VOLUME, ENDPOINT_READER_VOLUME]
     [gateway] = pod["containers"]
     assert env_pairs(gateway) == [
         ("NOCTAYA_BACKEND_URL", f"http://guarded-backend.{ns}.svc:80"),
+        *endpoint_reader_env(ns, "guarded"),
         ("NOCTAYA_LISTEN_ADDR", ":8080"),
         ("NOCTAYA_MAX_QUEUE", "7"),
         ("NOCTAYA_SCALER_LISTEN_ADDR", ":9090"),
@@ -488,7 +489,7 @@ def test_single_gateway_mounts_the_client_keys_and_serves_scaler_tls_itself(
         ("NOCTAYA_CLIENT_API_KEY_FILE", "/var/run/noctaya/client-auth/api-key"),
         *TLS_ENV,
     ]
-    assert gateway["volumeMounts"] == [CLIENT_AUTH_MOUNT, TLS_MOUNT]
+    assert gateway["volumeMounts"] == [CLIENT_AUTH_MOUNT, TLS_MOUNT, ENDPOINT_READER_MOUNT]
     assert gateway["resources"] == {"requests": {"cpu": "100m"}, "limits": {"memory": "256Mi"}}
     scaled = rendered.get("keda.sh/v1alpha1", "ScaledObject", "guarded")
     assert scaled["spec"]["triggers"][0]["authenticationRef"] == {
@@ -510,10 +511,11 @@ def test_several_gateways_leave_scaler_tls_to_the_aggregator(rendered: Rendered)
 
     ns = rendered.namespace
     pod = rendered.get("apps/v1", "Deployment", "guarded-gateway")["spec"]["template"]["spec"]
-    assert pod["volumes"] == [CLIENT_AUTH_VOLUME, DEMAND_VOLUME]
+    assert pod["volumes"] == [CLIENT_AUTH_VOLUME, DEMAND_VOLUME, ENDPOINT_READER_VOLUME]
     [gateway] = pod["containers"]
     assert env_pairs(gateway) == [
         ("NOCTAYA_BACKEND_URL", f"http://guarded-backend.{ns}.svc:80"),
+        *endpoint_reader_env(ns, "guarded"),
         ("NOCTAYA_LISTEN_ADDR", ":8080"),
         ("NOCTAYA_MAX_QUEUE", "7"),
         ("NOCTAYA_DEMAND_AGGREGATOR_URL", f"http://guarded-scaler.{ns}.svc:9091/v1/demand"),
@@ -525,7 +527,7 @@ def test_several_gateways_leave_scaler_tls_to_the_aggregator(rendered: Rendered)
         ("NOCTAYA_CLIENT_API_KEY_FILE", "/var/run/noctaya/client-auth/api-key"),
         ("NOCTAYA_DEMAND_AUTH_TOKEN_FILE", "/var/run/noctaya/demand-auth/token"),
     ]
-    assert gateway["volumeMounts"] == [CLIENT_AUTH_MOUNT, DEMAND_MOUNT]
+    assert gateway["volumeMounts"] == [CLIENT_AUTH_MOUNT, DEMAND_MOUNT, ENDPOINT_READER_MOUNT]
 
     aggregator = rendered.get("apps/v1", "Deployment", "guarded-scaler")["spec"]["template"]
     aggregator_pod = aggregator["spec"]
