@@ -206,6 +206,7 @@ CEL_MESSAGES = {
             "activationTimeout must be greater than zero",
             "scaleDownStabilization must be a whole number of seconds from 0s to 1h",
             "drainTimeout must not be negative",
+            "target is a percent of KV cache from 1 to 100 when metric is kvCacheUtil",
         ],
         "spec.scaling.externalScaler.tls": [
             "serverSecretName and authenticationRef.name are both required when tls is set"
@@ -214,7 +215,11 @@ CEL_MESSAGES = {
     },
     "InferenceRuntime": {
         "spec.accelerator.scheduler": ["scheduler.queue requires scheduler.name volcano"],
-        "spec.metrics": ["metrics.queueDepth is required when metrics is set"],
+        "spec.health.readiness.httpGet": ["path must be printable ASCII without spaces"],
+        "spec.metrics": [
+            "metrics.queueDepth is required when metrics is set",
+            "path must be printable ASCII without spaces",
+        ],
     },
 }
 
