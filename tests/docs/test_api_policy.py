@@ -20,7 +20,6 @@ RESERVED: dict[str, tuple[dict[str, Any], dict[str, Any]]] = {  # field -> (serv
     "spec.model.catalogRef": ({"model": {"source": None, "catalogRef": "qwen3"}}, {}),
     "spec.resources.fraction": ({"resources": {"fraction": {"memory": "10Gi"}}}, {}),
     "spec.cache.strategy: BakedImage": ({"cache": {"strategy": "BakedImage"}}, {}),
-    "spec.scaling.metric: kvCacheUtil": ({"scaling": {"metric": "kvCacheUtil"}}, {}),
     "spec.accelerator.sharing.supported: true": (
         {},
         {"accelerator": {"sharing": {"supported": True}}},
@@ -89,7 +88,21 @@ def test_a_runtime_field_without_effect_is_warned_about_as_the_page_says(
     warned = capsys.readouterr().err
     assert f"InferenceRuntime vllm-nvidia: warning: {field}: has no effect" in warned
     documented = {cells[0] for cells in rows("accepted and have no effect")}
-    assert f"InferenceRuntime {'.status' if field == 'status' else field}" in documented
+    row = f"InferenceRuntime {'.status' if field == 'status' else field}"
+    assert any(cell == row or cell.startswith(f"{row} ") for cell in documented), documented
+
+
+def test_kv_cache_util_is_refused_naming_the_runtime_field_only_without_a_gauge(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    service = {"scaling": {"metric": "kvCacheUtil", "target": 80}}
+    page = PAGE.read_text(encoding="utf-8")
+    assert "refused with `ScaledObject`, naming that field" in page
+    problems = validate(tmp_path, capsys, service, {})
+    assert ": ScaledObject: " in problems
+    assert "spec.metrics.kvCacheUtil" in problems
+    gauge = {"metrics": {"queueDepth": "q", "kvCacheUtil": "vllm:kv_cache_usage_perc"}}
+    assert validate(tmp_path, capsys, service, gauge) == ""
 
 
 def test_the_phases_table_is_the_apis_phases() -> None:

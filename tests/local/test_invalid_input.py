@@ -70,8 +70,8 @@ def test_a_missing_file_is_named(tmp_path: Path, capsys: pytest.CaptureFixture[s
         (
             "scaling.metric",
             "kvCacheUtil",
-            'LLMService spec.scaling.metric "kvCacheUtil" is not supported in v0; '
-            "only queueDepth is wired to the autoscaler",
+            "LLMService spec.scaling.metric kvCacheUtil needs the runtime's "
+            'spec.metrics.kvCacheUtil; InferenceRuntime "stub" names no KV-cache gauge',
         ),
         (
             "scaling.scaleDownStabilization",

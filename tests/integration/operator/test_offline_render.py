@@ -23,7 +23,7 @@ from noctaya.k8s.reconciler import LLMServiceReconciler
 from support.custom_resources import CustomResources, Manifest
 from support.manifests import llmservice, merged
 
-from .cluster import conditions, everything_in
+from .cluster import ENDPOINT_READER_KINDS, WRITTEN_KINDS, conditions, everything_in
 from .conftest import GATEWAY_IMAGE
 
 pytestmark = pytest.mark.integration
@@ -116,7 +116,8 @@ def test_render_prints_exactly_the_objects_the_operator_applies(
     )
 
     live: dict[tuple[str, str], Any] = {
-        identity(o): o for o in everything_in(api_client, namespace)
+        identity(o): o
+        for o in everything_in(api_client, namespace, WRITTEN_KINDS + ENDPOINT_READER_KINDS)
     }
     assert sorted(identity(o) for o in offline) == sorted(live)
     for obj in offline:

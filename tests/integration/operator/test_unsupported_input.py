@@ -38,9 +38,9 @@ pytestmark = pytest.mark.integration
         pytest.param(
             {"scaling": {"metric": "kvCacheUtil"}},
             "ScaledObject",
-            'scaling.metric "kvCacheUtil" is not supported in v0; '
-            "only queueDepth is wired to the autoscaler",
-            id="kvCacheUtil",
+            "scaling.metric kvCacheUtil needs the runtime's spec.metrics.kvCacheUtil; "
+            'InferenceRuntime "{runtime}" names no KV-cache gauge',
+            id="kvCacheUtil-without-gauge",
         ),
         pytest.param(
             {"cache": {"strategy": "BakedImage"}},

@@ -79,7 +79,7 @@ def test_a_target_left_at_the_queue_depth_default_is_a_warning(
         llmservice("svc", {"scaling": {"metric": "kvCacheUtil"}}),
     )
     assert code == 0, err
-    assert out == "2 documents valid, 2 warnings\n"  # with the runtime's metrics reminder
+    assert out == "2 documents valid, 1 warning\n"  # its gauge is used: no metrics reminder
     assert metrics_noise(err) == [
         "(document 2): LLMService default/svc: warning: spec.scaling.target: left at "
         "queueDepth's default 10, which for kvCacheUtil asks for a backend replica per 10 % of "

@@ -66,10 +66,10 @@ def ineffective_settings(service: LLMService, runtime: InferenceRuntime | None) 
 def ineffective_runtime_settings(runtime: InferenceRuntime) -> list[str]:
     """`field: has no effect: why` for each part of `runtime` that Noctaya never acts on."""
     found = []
-    if runtime.spec.metrics is not None:
+    if runtime.spec.metrics is not None and not runtime.spec.metrics.kv_cache_util:
         found.append(
-            "spec.metrics: has no effect: scrape metadata for your monitoring; autoscaling "
-            "uses the gateways' demand"
+            "spec.metrics: has no effect: scrape metadata for your monitoring; it names no "
+            "kvCacheUtil gauge, so every service scales on the gateways' demand"
         )
     if "status" in runtime.model_fields_set:
         found.append(

@@ -170,6 +170,7 @@ def applied_objects(rendered: RenderedService) -> list[KubeObject]:
         rendered.prewarm_job,
         rendered.deployment,
         rendered.backend_service,
+        *rendered.endpoint_access,
         rendered.gateway_deployment,
         rendered.gateway_service,
         rendered.gateway_pdb,
