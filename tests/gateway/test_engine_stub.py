@@ -140,6 +140,7 @@ async def test_metrics_show_the_three_vllm_gauges_and_control_sets_them(
             "# TYPE vllm:num_requests_waiting gauge\nvllm:num_requests_waiting 0\n"
             "# TYPE vllm:num_requests_running gauge\nvllm:num_requests_running 0\n"
             "# TYPE vllm:kv_cache_usage_perc gauge\nvllm:kv_cache_usage_perc 0\n"
+            "# TYPE vllm:request_success_total counter\nvllm:request_success_total 0\n"
         )
     async with http.post(f"{engine.url}/control", json={"waiting": 5, "kv_cache": 0.25}) as r:
         assert r.status == 200
@@ -261,6 +262,33 @@ def test_settings_defaults_and_overrides() -> None:
     assert (custom.startup_delay, custom.token_count, custom.token_delay) == (2.0, 4, 0.0)
     with pytest.raises(SettingsError, match="STUB_TOKEN_COUNT must be a positive integer"):
         load_settings({"STUB_TOKEN_COUNT": "-2"})
+    assert load_settings({"STUB_CONCURRENCY": "3"}).concurrency == 3
+    with pytest.raises(SettingsError, match="STUB_CONCURRENCY must be a positive integer"):
+        load_settings({"STUB_CONCURRENCY": "0"})
+
+
+async def test_concurrency_bounds_the_streams_generated_at_once_and_the_rest_wait_in_order(
+    http: aiohttp.ClientSession,
+) -> None:
+    """Two slots, three streams of 0.3 s each: the third starts only when one of the first two
+    has ended, so it ends about 0.3 s after them; each finished one is counted."""
+    slow = await start_engine(token_count=3, token_delay=0.1, concurrency=2)
+    try:
+
+        async def one() -> float:
+            url = f"{slow.url}/v1/completions"
+            async with http.post(url, json={"stream": True}) as response:
+                await read_events(response)
+            return time.monotonic()
+
+        started = time.monotonic()
+        ends = sorted(await asyncio.gather(one(), one(), one()))
+        assert ends[1] - started < 0.5
+        assert ends[2] - started >= 0.55
+        async with http.get(f"{slow.url}/metrics") as response:
+            assert "vllm:request_success_total 3\n" in await response.text()
+    finally:
+        slow.server.close()
 
 
 async def test_a_client_expecting_100_continue_gets_it_before_sending_the_body(

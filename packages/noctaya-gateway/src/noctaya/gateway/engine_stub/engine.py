@@ -1,6 +1,8 @@
 """The vLLM-shaped endpoints of the engine stub: health gated by a startup delay, chat and
-text completions (streamed token by token or whole), settable vLLM scheduler gauges, and a
-KV-cache gauge that can follow the streams in flight (`StubSettings.kv_cache_capacity`)."""
+text completions (streamed token by token or whole), settable vLLM scheduler gauges, a
+KV-cache gauge that can follow the streams in flight (`StubSettings.kv_cache_capacity`), a
+bound on the streams generated at once (`StubSettings.concurrency`) and a count of the
+completions it finished (`vllm:request_success_total`), which tells which replica served."""
 
 from __future__ import annotations
 
@@ -95,6 +97,9 @@ class EngineStub:
         self.gauges = {"waiting": 0.0, "running": 0.0, "kv_cache": 0.0}
         self.streaming = 0
         """Streamed completions being sent now."""
+        self.succeeded = 0
+        """Completions answered in full."""
+        self._slots = asyncio.Semaphore(settings.concurrency) if settings.concurrency else None
 
     def __call__(self, request: Request, exchange: Exchange) -> Awaitable[None] | None:
         allowed = _ALLOWED.get(request.path)
@@ -127,8 +132,18 @@ class EngineStub:
             return None
         if not stream:
             exchange.respond(200, _JSON, _completion(chat, tokens))
+            self.succeeded += 1
             return None
-        return self._stream(exchange, chat, tokens)
+        if self._slots is None:
+            return self._stream(exchange, chat, tokens)
+        return self._stream_in_slot(self._slots, exchange, chat, tokens)
+
+    async def _stream_in_slot(
+        self, slots: asyncio.Semaphore, exchange: Exchange, chat: bool, tokens: int
+    ) -> None:
+        async with slots:  # FIFO: asyncio wakes waiters in the order they came
+            if not exchange.closed:
+                await self._stream(exchange, chat, tokens)
 
     def _tokens(self, query: str) -> int | None:
         match = _TOKENS_PARAM.search(query)
@@ -153,6 +168,7 @@ class EngineStub:
             return
         exchange.write_chunk(_DONE)
         exchange.end_stream()
+        self.succeeded += 1
 
     def kv_cache(self) -> float:
         """The KV-cache gauge: the share of the capacity in flight, or as `/control` set it."""
@@ -169,6 +185,10 @@ class EngineStub:
             ("vllm:kv_cache_usage_perc", self.kv_cache()),
         ):
             lines.append(f"# TYPE {name} gauge\n{name} {_go_float(value)}\n")
+        lines.append(
+            "# TYPE vllm:request_success_total counter\n"
+            f"vllm:request_success_total {self.succeeded}\n"
+        )
         return "".join(lines).encode()
 
     def _control(self, request: Request, exchange: Exchange) -> None:

@@ -28,6 +28,10 @@ class StubSettings:
     """Seconds after start at which the stub exits 1, a start-up that fails (STUB_EXIT_AFTER)."""
     list_model: bool = False
     """Log every file of the `--model` directory at start, or exit 1 without one."""
+    concurrency: int | None = None
+    """Streams generated at once (STUB_CONCURRENCY); more wait for a free slot in arrival
+    order, as requests queue in an engine's scheduler. Unset: no limit. Two pods given
+    different values serve the same load at different speeds."""
     kv_cache_capacity: int | None = None
     """Streams in flight that fill the KV cache (STUB_KV_CACHE_CAPACITY): set, the KV-cache
     gauge follows them (in flight / capacity, at most 1) instead of `/control`. A pod gets its
@@ -45,7 +49,8 @@ def load_settings(environ: Mapping[str, str]) -> StubSettings:
         memory=_bytes(environ.get("STUB_MEMORY", "")),
         exit_after=_non_negative(environ, "STUB_EXIT_AFTER", 0.0) if exit_after else None,
         list_model=_boolean(environ, "STUB_LIST_MODEL"),
-        kv_cache_capacity=_capacity(environ.get("STUB_KV_CACHE_CAPACITY", "")),
+        concurrency=_capacity(environ, "STUB_CONCURRENCY"),
+        kv_cache_capacity=_capacity(environ, "STUB_KV_CACHE_CAPACITY"),
     )
 
 
@@ -62,12 +67,13 @@ def _non_negative(environ: Mapping[str, str], name: str, default: float) -> floa
     return value.seconds
 
 
-def _capacity(text: str) -> int | None:
+def _capacity(environ: Mapping[str, str], name: str) -> int | None:
+    text = environ.get(name, "")
     if not text:
         return None
     capacity = go_positive_int(text)
     if capacity is None:
-        raise SettingsError("STUB_KV_CACHE_CAPACITY must be a positive integer")
+        raise SettingsError(f"{name} must be a positive integer")
     return capacity
 
 
