@@ -48,6 +48,8 @@ WATCH_SECONDS = 300
 """How long the API server keeps one watch open; the gateway watches again from where it was."""
 BACKOFF = (0.2, 5.0)
 """The first and the longest wait before listing again after a broken watch or failed list."""
+SHORT_WATCH = 1.0
+"""A watch the server ended sooner than this is followed by the next one only after a backoff."""
 _FAMILIES = {"IPv4": 4, "IPv6": 6}
 
 
@@ -193,6 +195,7 @@ class EndpointWatch:
                 self.reason,
             )
             return
+        loop = asyncio.get_running_loop()
         backoff = BACKOFF[0]
         while True:
             try:
@@ -200,7 +203,13 @@ class EndpointWatch:
                 version = await self._list(api)
                 backoff = BACKOFF[0]
                 while True:
+                    began = loop.time()
                     version = await self._watch(api, version)
+                    if loop.time() - began < SHORT_WATCH:  # never a busy loop of watches
+                        await asyncio.sleep(backoff)
+                        backoff = min(backoff * 2, BACKOFF[1])
+                    else:
+                        backoff = BACKOFF[0]
             except ApiRefused as error:
                 self._fall_back(str(error))
                 await asyncio.sleep(self._retry)

@@ -189,10 +189,15 @@ class Http1Connection(asyncio.Protocol):
         self._fail(error)
 
     def close(self) -> None:
+        """Closed at once, even mid-response: a TLS peer still sending is not read on until it
+        ends its side (asyncio's graceful close would discard its bytes for up to 30 s)."""
         self.closed = True
         self._stop_timers()
         if self._transport is not None:
-            self._transport.close()
+            if self.body_ended or self._head is None:
+                self._transport.close()
+            else:
+                self._transport.abort()
 
     def _idle_check(self) -> None:
         """Fires at most once per read timeout; re-arms itself while bytes keep moving."""
