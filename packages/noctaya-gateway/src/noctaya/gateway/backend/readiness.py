@@ -1,7 +1,8 @@
 """Is a backend ready? `GET <backend><path>` == 200 (`/health` unless configured), cached
 briefly and probed single-flight.
 
-The gateway has no Kubernetes credentials; the backend Service only routes to pods that passed
+This is the probe of the backend Service, for a gateway that does not follow the backend's pods
+(`replicas` probes each pod itself when it does): the Service only routes to pods that passed
 their model-load readiness probe, so one 200 through it means a ready backend exists. Every
 admitted request asks, so the answer is cached and concurrent askers share one probe.
 

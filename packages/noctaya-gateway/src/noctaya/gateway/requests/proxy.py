@@ -4,7 +4,7 @@ headers dropped per RFC 9110 §7.6.1."""
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterable, Iterable
+from collections.abc import AsyncIterable, Awaitable, Iterable
 from typing import Any
 
 from noctaya.gateway.backend.replicas import Replica, Replicas
@@ -109,7 +109,7 @@ class Upstream:
             headers.append((b"x-forwarded-for", b", ".join(forwarded_for)))
         return headers, declared
 
-    async def forward(
+    def forward(
         self,
         scope: dict[str, Any],
         channel: ClientChannel,
@@ -117,7 +117,7 @@ class Upstream:
         send: Send,
         *,
         committed: bool = False,
-    ) -> None:
+    ) -> Awaitable[None]:
         """Proxy one exchange. When `committed`, the client already has its response head (a
         keepalive stream), so only the backend's body is relayed and the stream left open.
 
@@ -128,10 +128,19 @@ class Upstream:
         To the Service URL, or, while the gateway follows the backend's pods, to the replica
         `Replicas.choose` picks: one that cannot be connected to is set aside and the next
         tried, since nothing of the request reached it."""
+        if not self._replicas.pods:  # the exchange's own coroutine: no frame more per request
+            return self._exchange(self._pool, scope, channel, body, send, committed)
+        return self._spread(scope, channel, body, send, committed)
+
+    async def _spread(
+        self,
+        scope: dict[str, Any],
+        channel: ClientChannel,
+        body: bytes | AsyncIterable[bytes],
+        send: Send,
+        committed: bool,
+    ) -> None:
         replicas = self._replicas
-        if not replicas.pods:
-            await self._exchange(self._pool, scope, channel, body, send, committed)
-            return
         tried: list[Replica] = []
         while (replica := replicas.choose(tried)) is not None:
             replica.in_flight += 1

@@ -1,4 +1,5 @@
-"""A lean HTTP/1.1 client for the gateway's single backend (see `pool`)."""
+"""A lean HTTP/1.1 client for the gateway's backend, each of its pods and the Kubernetes API
+(see `pool`)."""
 
 from noctaya.gateway.upstream.connection import UpstreamClosed, UpstreamTimeout
 from noctaya.gateway.upstream.parser import ProtocolError

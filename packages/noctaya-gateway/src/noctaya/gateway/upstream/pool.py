@@ -1,4 +1,5 @@
-"""The gateway's upstream client: keep-alive HTTP/1.1 connections to its one backend.
+"""The gateway's upstream client: keep-alive HTTP/1.1 connections to one origin (the backend
+Service, one of its pods, or the Kubernetes API server).
 
 Chosen by measurement over aiohttp and httpx (benchmarks/gateway): through a bare hypercorn
 proxy, aiohttp costs about 450 µs of CPU per request and httpx several times that, this client
