@@ -87,6 +87,10 @@ def stream(*parts: bytes, then_stay_open: bool = False) -> Behaviour:
     return respond
 
 
+def _closing(request: web.Request) -> bool:
+    return request.transport is None or request.transport.is_closing()
+
+
 def stay_open() -> Behaviour:
     return stream(then_stay_open=True)
 
@@ -203,7 +207,7 @@ async def test_an_endless_line_breaks_the_watch_before_it_is_all_held(
         response = web.StreamResponse()
         await response.prepare(request)
         try:
-            while fake.sent < endless:
+            while fake.sent < endless and not _closing(request):
                 await response.write(piece)
                 fake.sent += len(piece)
         except (ConnectionError, RuntimeError):
@@ -333,3 +337,19 @@ def test_a_pod_listed_by_two_slices_is_one_endpoint_ready_if_either_says_so() ->
     assert watch.endpoints() == (
         Endpoint("10.0.0.1", 8000, ready=True, serving=True, terminating=False),
     )
+
+
+@pytest.mark.parametrize("content", [b"not a certificate", b"\xff" * 16, b"-" * (2 * 1024 * 1024)])
+async def test_a_ca_file_that_is_no_bundle_is_refused(
+    api: tuple[FakeApi, str, Path], token_file: Path, tmp_path: Path, content: bytes
+) -> None:
+    fake, url, _ = api
+    ca = tmp_path / "bad-ca.crt"
+    await asyncio.to_thread(ca.write_bytes, content)
+    watch = await started(url, token_file, ca)
+    try:
+        await eventually(lambda: "cannot load the CA file" in watch.reason, what="the refusal")
+        assert watch.state is WatchState.FALLBACK
+        assert fake.tokens == []
+    finally:
+        await watch.close()

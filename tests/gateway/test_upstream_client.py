@@ -6,6 +6,8 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import hashlib
+import subprocess
+import sys
 from collections.abc import AsyncIterator
 
 import aiohttp
@@ -305,7 +307,7 @@ async def test_the_backend_name_is_looked_up_once_while_its_address_holds(
         for _ in range(2):
             with pytest.raises(ConnectionError):  # refused
                 await pool._connect()
-        assert lookups == ["localhost"]
+        assert lookups == [b"localhost"]  # bytes: no IDNA codec for an ASCII name
 
         async def unreachable(*args: object, **kwargs: object) -> object:
             raise OSError(113, "No route to host")
@@ -316,7 +318,7 @@ async def test_the_backend_name_is_looked_up_once_while_its_address_holds(
         monkeypatch.setattr(loop, "sock_connect", real_connect)
         with pytest.raises(ConnectionError):  # refused, after a fresh lookup
             await pool._connect()
-        assert lookups == ["localhost", "localhost"]
+        assert lookups == [b"localhost", b"localhost"]
     finally:
         await pool.close()
 
@@ -376,3 +378,23 @@ async def test_body_pieces_that_arrived_while_the_reader_was_away_come_as_one() 
     assert await reading == b"three"
     assert await connection.read_chunk() == b""
     connection.release()
+
+
+def test_looking_up_an_ascii_named_backend_loads_no_idna_codec() -> None:
+    """The codec (with `stringprep` and `unicodedata`) is 0.4 MiB of a gateway's memory, and the
+    lookup of a name given as text loads it."""
+    code = (
+        "import asyncio, sys\n"
+        "from noctaya.gateway.upstream import UpstreamPool\n"
+        "async def main():\n"
+        "    try:\n"
+        "        await UpstreamPool('http://localhost:9', connect_timeout=2.0)._connect()\n"
+        "    except ConnectionError:\n"
+        "        pass\n"
+        "asyncio.run(main())\n"
+        "print('encodings.idna' in sys.modules, 'unicodedata' in sys.modules)\n"
+    )
+    result = subprocess.run(
+        [sys.executable, "-c", code], capture_output=True, text=True, check=True, timeout=60
+    )
+    assert result.stdout.split() == ["False", "False"]

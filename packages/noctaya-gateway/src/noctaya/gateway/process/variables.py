@@ -94,8 +94,9 @@ GATEWAY_SETTINGS = (
         "pod found ready, by its EndpointSlice or by the gateway's own readiness probe of its "
         "address. Any IP address a slice labelled for the Service names is sent requests, as "
         "kube-proxy routes the Service to it: who may write EndpointSlices in the namespace "
-        "already decides where its traffic goes. Where the watch cannot work (no token, or RBAC refuses it: 401, 403) the "
-        "gateway sends to the backend URL, says so once in its log and in "
+        "already decides where its traffic goes. Where the watch cannot work (no token, or "
+        "RBAC refuses it: 401, 403) the gateway sends to the backend URL, says so once in its "
+        "log and in "
         f"`noctaya_gateway_endpoints_watch`, and tries again every {ENDPOINTS_RETRY_SECONDS:g} "
         "s. Unset: the backend URL only (local mode).",
     ),

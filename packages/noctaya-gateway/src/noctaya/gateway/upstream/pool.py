@@ -109,8 +109,13 @@ class UpstreamPool:
         self._host = parts.hostname or ""
         self._port = parts.port or (443 if parts.scheme == "https" else 80)
         self._ssl: ssl.SSLContext | None = None
+        self._lookup_name: Any = self._host.encode("ascii") if self._host.isascii() else self._host
+        """bytes for an ASCII name: the address lookup and the ssl module then skip the IDNA
+        codec, as `_host_header` does."""
+        self._server_hostname: Any = None
         if parts.scheme == "https":
             self._ssl = ssl_context or ssl.create_default_context()
+            self._server_hostname = self._lookup_name
         self.host_header = _host_header(parts.netloc.rsplit("@", 1)[-1])
         self.path_prefix = parts.path.rstrip("/").encode()
         self._connect_timeout = connect_timeout
@@ -180,7 +185,7 @@ class UpstreamPool:
                     lambda: Http1Connection(self._read_timeout, self._head_timeout),
                     sock=sock,
                     ssl=self._ssl,
-                    server_hostname=self._host if self._ssl else None,
+                    server_hostname=self._server_hostname,
                 )
         except ConnectionRefusedError as error:
             # The address is right: nothing listens there yet (or kube-proxy rejects for a
@@ -223,7 +228,7 @@ class UpstreamPool:
         queries to the cluster's DNS (one per search domain)."""
         loop = asyncio.get_running_loop()
         if loop.time() >= self._resolved_until:
-            found = await loop.getaddrinfo(self._host, self._port, type=socket.SOCK_STREAM)
+            found = await loop.getaddrinfo(self._lookup_name, self._port, type=socket.SOCK_STREAM)
             self._addresses = list(dict.fromkeys((info[0], info[4]) for info in found))
             self._resolved_until = loop.time() + RESOLVED_FOR
         return self._addresses
