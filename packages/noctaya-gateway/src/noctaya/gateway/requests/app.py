@@ -84,7 +84,7 @@ class GatewayApp(ClientEndpoint):
             timeout=config.readiness_timeout,
         )
         self._upstream = Upstream(
-            pool, self.replicas, self.metrics, strip_authorization=self.auth is not None
+            pool, self.metrics, strip_authorization=self.auth is not None, replicas=self.replicas
         )
         self.activation = ActivationWatcher(self.demand, self.replicas, config.readiness_interval)
         self._cold = ColdStart(config, self.replicas, self.activation, self.metrics, self._forward)

@@ -73,11 +73,13 @@ class Upstream:
     def __init__(
         self,
         pool: UpstreamPool,
-        replicas: Replicas,
         metrics: GatewayMetrics,
         *,
         strip_authorization: bool,
+        replicas: Replicas | None = None,
     ) -> None:
+        """Requests go to `pool`, or, given `replicas` that follow the backend's pods, to one of
+        them while that works."""
         self._pool = pool
         self._replicas = replicas
         self._metrics = metrics
@@ -128,19 +130,20 @@ class Upstream:
         To the Service URL, or, while the gateway follows the backend's pods, to the replica
         `Replicas.choose` picks: one that cannot be connected to is set aside and the next
         tried, since nothing of the request reached it."""
-        if not self._replicas.pods:  # the exchange's own coroutine: no frame more per request
+        replicas = self._replicas
+        if replicas is None or not replicas.pods:  # the exchange's coroutine: no frame more
             return self._exchange(self._pool, scope, channel, body, send, committed)
-        return self._spread(scope, channel, body, send, committed)
+        return self._spread(replicas, scope, channel, body, send, committed)
 
     async def _spread(
         self,
+        replicas: Replicas,
         scope: dict[str, Any],
         channel: ClientChannel,
         body: bytes | AsyncIterable[bytes],
         send: Send,
         committed: bool,
     ) -> None:
-        replicas = self._replicas
         tried: list[Replica] = []
         while (replica := replicas.choose(tried)) is not None:
             replica.in_flight += 1
