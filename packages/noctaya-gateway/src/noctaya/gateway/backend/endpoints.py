@@ -164,6 +164,10 @@ class EndpointWatch:
             f"?labelSelector={selector}"
         ).encode()
 
+    @property
+    def watching(self) -> bool:
+        return self.state is WatchState.WATCHING
+
     def endpoints(self) -> tuple[Endpoint, ...]:
         """Every pod address of the backend the slices name now (empty before the first list)."""
         return self._endpoints

@@ -19,10 +19,13 @@ import asyncio
 import contextlib
 import random
 from collections.abc import Callable, Container
+from typing import TYPE_CHECKING
 
-from noctaya.gateway.backend.endpoints import Endpoint, EndpointWatch, WatchState
 from noctaya.gateway.backend.readiness import ReadinessProbe
 from noctaya.gateway.upstream import UpstreamError, UpstreamPool
+
+if TYPE_CHECKING:  # the watch's modules load only where it is configured (not in local mode)
+    from noctaya.gateway.backend.endpoints import Endpoint, EndpointWatch
 
 
 class Replica:
@@ -136,7 +139,7 @@ class Replicas:
         watch = self._watch
         assert watch is not None
         was_ready = self.cached_ready()
-        self.pods = watch.state is WatchState.WATCHING
+        self.pods = watch.watching
         current = {(each.address, each.port): each for each in watch.endpoints()}
         for key in self._replicas.keys() - current.keys():
             gone = self._replicas.pop(key)

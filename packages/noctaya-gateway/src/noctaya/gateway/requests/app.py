@@ -14,12 +14,10 @@ from __future__ import annotations
 
 import time
 from collections.abc import Awaitable
-from typing import Any
+from typing import TYPE_CHECKING, Any
 from urllib.parse import urlsplit
 
 from noctaya.core.scaling import ActivationLease
-from noctaya.gateway.backend.endpoints import WATCH_SECONDS, Endpoint, EndpointWatch, WatchState
-from noctaya.gateway.backend.kube_api import KubeApi
 from noctaya.gateway.backend.readiness import ReadinessProbe
 from noctaya.gateway.backend.replicas import Replicas
 from noctaya.gateway.demand.feed import DemandFeed
@@ -45,6 +43,9 @@ from noctaya.gateway.requests.responses import (
     sse_error_frame,
 )
 from noctaya.gateway.upstream import UpstreamPool
+
+if TYPE_CHECKING:  # the watch's modules load only where it is configured (not in local mode)
+    from noctaya.gateway.backend.endpoints import Endpoint, EndpointWatch
 
 
 class GatewayApp(ClientEndpoint):
@@ -203,6 +204,9 @@ def _endpoint_watch(config: GatewayConfig, metrics: GatewayMetrics) -> EndpointW
     wanted = config.backend_endpoints
     if wanted is None:
         return None
+    from noctaya.gateway.backend.endpoints import WATCH_SECONDS, EndpointWatch, WatchState
+    from noctaya.gateway.backend.kube_api import KubeApi
+
     api = None
     if wanted.api_url is not None:
         read_timeout = WATCH_SECONDS + 30.0  # the API server ends each watch itself
