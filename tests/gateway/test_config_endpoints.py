@@ -9,10 +9,10 @@ from noctaya.gateway.process.config import (
     DEFAULT_KUBERNETES_CA_FILE,
     DEFAULT_KUBERNETES_TOKEN_FILE,
     BackendEndpoints,
-    ScalingMetric,
     load_config,
 )
 from noctaya.gateway.process.config_shared import ConfigError
+from noctaya.gateway.scaler.kv_cache_settings import KvCacheSettings
 
 BACKEND = {names.BACKEND_URL: "http://backend.ns.svc:8000"}
 IN_A_POD = {"KUBERNETES_SERVICE_HOST": "10.96.0.1", "KUBERNETES_SERVICE_PORT": "443"}
@@ -21,9 +21,7 @@ IN_A_POD = {"KUBERNETES_SERVICE_HOST": "10.96.0.1", "KUBERNETES_SERVICE_PORT": "
 def test_without_endpoints_the_gateway_knows_only_the_backend_url() -> None:
     config = load_config(BACKEND)
     assert config.backend_endpoints is None
-    assert config.scaling_metric is ScalingMetric.QUEUE_DEPTH
-    assert config.backend_metrics_port is None
-    assert config.backend_kv_cache_metric is None
+    assert config.kv_cache is None
 
 
 def test_endpoints_in_a_pod_reach_the_api_server_with_the_service_account() -> None:
@@ -68,7 +66,7 @@ def test_endpoints_must_name_a_namespace_and_a_service(text: str) -> None:
         load_config({**BACKEND, names.BACKEND_ENDPOINTS: text})
 
 
-def test_kv_cache_scaling_is_read_whole() -> None:
+def test_kv_cache_scaling_is_read_as_the_scaler_reads_it() -> None:
     config = load_config(
         {
             **BACKEND,
@@ -78,10 +76,14 @@ def test_kv_cache_scaling_is_read_whole() -> None:
             names.BACKEND_KV_CACHE_METRIC: "vllm:kv_cache_usage_perc",
         }
     )
-    assert config.scaling_metric is ScalingMetric.KV_CACHE_UTIL
-    assert config.backend_metrics_port == 8001
-    assert config.backend_metrics_path == "/engine/metrics"
-    assert config.backend_kv_cache_metric == "vllm:kv_cache_usage_perc"
+    assert config.kv_cache == KvCacheSettings("vllm:kv_cache_usage_perc", 8001, "/engine/metrics")
+
+
+KV_CACHE = {
+    names.SCALING_METRIC: "kvCacheUtil",
+    names.BACKEND_METRICS_PORT: "8001",
+    names.BACKEND_KV_CACHE_METRIC: "vllm:kv_cache_usage_perc",
+}
 
 
 @pytest.mark.parametrize(
@@ -93,9 +95,9 @@ def test_kv_cache_scaling_is_read_whole() -> None:
         (names.BACKEND_METRICS_PORT, "80a"),
         (names.BACKEND_METRICS_PORT, "٣"),
         (names.BACKEND_METRICS_PATH, "metrics"),
-        (names.BACKEND_METRICS_PATH, "/a b"),
+        (names.BACKEND_KV_CACHE_METRIC, "not a name"),
     ],
 )
 def test_a_bad_scaling_setting_stops_startup(name: str, value: str) -> None:
     with pytest.raises(ConfigError, match=name):
-        load_config({**BACKEND, name: value})
+        load_config({**BACKEND, **KV_CACHE, name: value})

@@ -16,6 +16,7 @@ import json
 import re
 from collections.abc import Mapping
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 from urllib.parse import urlsplit
 
 from noctaya.core.plan import gateway_env as names
@@ -32,6 +33,9 @@ from noctaya.gateway.process.describe import describe_error
 from noctaya.gateway.requests.auth import read_key
 from noctaya.gateway.upstream.pool import HEAD_TIMEOUT, READ_TIMEOUT
 
+if TYPE_CHECKING:
+    from noctaya.gateway.scaler.kv_cache_settings import KvCacheSettings
+
 DEFAULT_LISTEN_ADDR = ":8080"
 DEFAULT_MAX_QUEUE = 100
 DEFAULT_ACTIVATION_TIMEOUT = Duration.parse("5m")
@@ -41,7 +45,6 @@ DEFAULT_BACKEND_HEAD_TIMEOUT = Duration(round(HEAD_TIMEOUT * 1e9))
 SERVICE_ACCOUNT = "/var/run/secrets/kubernetes.io/serviceaccount"
 DEFAULT_KUBERNETES_TOKEN_FILE = f"{SERVICE_ACCOUNT}/token"
 DEFAULT_KUBERNETES_CA_FILE = f"{SERVICE_ACCOUNT}/ca.crt"
-DEFAULT_BACKEND_METRICS_PATH = "/metrics"
 ENDPOINTS_RETRY_SECONDS = 10.0
 MIB = 1024 * 1024
 DEFAULT_MAX_REQUEST_BODY = 8 * MIB
@@ -60,11 +63,6 @@ _DNS_LABEL = re.compile(r"[a-z0-9]([-a-z0-9]{0,61}[a-z0-9])?")
 class ColdStartMode(enum.Enum):
     KEEPALIVE = "keepalive"
     REJECT = "reject"
-
-
-class ScalingMetric(enum.Enum):
-    QUEUE_DEPTH = "queueDepth"
-    KV_CACHE_UTIL = "kvCacheUtil"
 
 
 @dataclass(frozen=True)
@@ -112,11 +110,8 @@ class GatewayConfig:
     """None: requests and readiness go through `backend_url` alone."""
     endpoints_retry_interval: float = ENDPOINTS_RETRY_SECONDS
     """How often a watch that cannot work (RBAC taken away) is tried again."""
-    scaling_metric: ScalingMetric = ScalingMetric.QUEUE_DEPTH
-    backend_metrics_port: int | None = None
-    """Where each pod's engine serves its metrics (None: the port of its endpoint)."""
-    backend_metrics_path: str = DEFAULT_BACKEND_METRICS_PATH
-    backend_kv_cache_metric: str | None = None
+    kv_cache: KvCacheSettings | None = None
+    """`kvCacheUtil` scaling: where each pod's KV-cache gauge is read (None: `queueDepth`)."""
 
 
 def load_config(environ: Mapping[str, str]) -> GatewayConfig:
@@ -167,13 +162,21 @@ def load_config(environ: Mapping[str, str]) -> GatewayConfig:
         ),
         served_models=_served_models(environ.get(names.SERVED_MODELS)),
         backend_endpoints=_backend_endpoints(environ),
-        scaling_metric=_scaling_metric(environ.get(names.SCALING_METRIC)),
-        backend_metrics_port=_port(environ.get(names.BACKEND_METRICS_PORT)),
-        backend_metrics_path=_request_path(
-            environ, names.BACKEND_METRICS_PATH, DEFAULT_BACKEND_METRICS_PATH
-        ),
-        backend_kv_cache_metric=environ.get(names.BACKEND_KV_CACHE_METRIC) or None,
+        kv_cache=_kv_cache(environ),
     )
+
+
+def _kv_cache(environ: Mapping[str, str]) -> KvCacheSettings | None:
+    """As the scaler reads it; its package loads only when the metric is named, as the scaler's
+    does when it starts."""
+    if not environ.get(names.SCALING_METRIC):
+        return None
+    from noctaya.gateway.scaler.kv_cache_settings import load_kv_cache_settings
+
+    try:
+        return load_kv_cache_settings(environ)
+    except ValueError as error:
+        raise ConfigError(str(error)) from None
 
 
 def _backend_endpoints(environ: Mapping[str, str]) -> BackendEndpoints | None:
@@ -197,26 +200,6 @@ def _backend_endpoints(environ: Mapping[str, str]) -> BackendEndpoints | None:
         token_file=environ.get(names.KUBERNETES_TOKEN_FILE) or DEFAULT_KUBERNETES_TOKEN_FILE,
         ca_file=environ.get(names.KUBERNETES_CA_FILE) or DEFAULT_KUBERNETES_CA_FILE,
     )
-
-
-def _scaling_metric(text: str | None) -> ScalingMetric:
-    try:
-        return ScalingMetric(text or ScalingMetric.QUEUE_DEPTH.value)
-    except ValueError:
-        choices = " or ".join(each.value for each in ScalingMetric)
-        raise ConfigError(
-            f"{names.SCALING_METRIC} must be {choices}, got {go_quote(text or '')}"
-        ) from None
-
-
-def _port(text: str | None) -> int | None:
-    if not text:
-        return None
-    if not (text.isascii() and text.isdigit() and 0 < int(text) < 65536):
-        raise ConfigError(
-            f"{names.BACKEND_METRICS_PORT} must be a port number, got {go_quote(text)}"
-        )
-    return int(text)
 
 
 def _request_path(environ: Mapping[str, str], name: str, default: str) -> str:

@@ -19,7 +19,6 @@ from noctaya.gateway.aggregator.protocol import MIN_TOKEN_LENGTH
 from noctaya.gateway.process.config import (
     DEFAULT_ACTIVATION_TIMEOUT,
     DEFAULT_BACKEND_HEAD_TIMEOUT,
-    DEFAULT_BACKEND_METRICS_PATH,
     DEFAULT_BACKEND_READ_TIMEOUT,
     DEFAULT_CLIENT_SEND_TIMEOUT,
     DEFAULT_HEARTBEAT_INTERVAL,
@@ -32,9 +31,13 @@ from noctaya.gateway.process.config import (
     ENDPOINTS_RETRY_SECONDS,
     MIB,
     ColdStartMode,
-    ScalingMetric,
 )
 from noctaya.gateway.process.config_shared import DEFAULT_SCALER_LISTEN_ADDR
+from noctaya.gateway.scaler.kv_cache_settings import (
+    DEFAULT_METRICS_PATH,
+    KV_CACHE_UTIL,
+    QUEUE_DEPTH,
+)
 
 
 @dataclass(frozen=True)
@@ -137,8 +140,8 @@ GATEWAY_SETTINGS = (
     ),
     Setting(
         names.SCALING_METRIC,
-        ScalingMetric.QUEUE_DEPTH.value,
-        "`queueDepth` or `kvCacheUtil`; anything else stops startup",
+        QUEUE_DEPTH,
+        f"`{QUEUE_DEPTH}` or `{KV_CACHE_UTIL}`; anything else stops startup",
         "What the gRPC scaler reports to KEDA: the requests admitted, or the engines' KV-cache "
         f"use read from each ready pod (needs `{names.BACKEND_ENDPOINTS}`). Set from "
         "`spec.scaling.metric`.",
@@ -146,21 +149,21 @@ GATEWAY_SETTINGS = (
     Setting(
         names.BACKEND_METRICS_PORT,
         "",
-        "port number (1–65535); anything else stops startup",
-        "Where each pod's engine serves its metrics for `kvCacheUtil`. Unset: the pod's own port.",
+        f"port number (1–65535); required with `{KV_CACHE_UTIL}`, else startup stops",
+        f"Where each pod's engine serves its metrics for `{KV_CACHE_UTIL}`.",
     ),
     Setting(
         names.BACKEND_METRICS_PATH,
-        DEFAULT_BACKEND_METRICS_PATH,
+        DEFAULT_METRICS_PATH,
         "absolute path of printable ASCII without spaces; anything else stops startup",
-        "The path of each pod's engine metrics for `kvCacheUtil`.",
+        f"The path of each pod's engine metrics for `{KV_CACHE_UTIL}`.",
     ),
     Setting(
         names.BACKEND_KV_CACHE_METRIC,
         "",
-        "a Prometheus metric name",
+        f"a Prometheus metric name; required with `{KV_CACHE_UTIL}`, else startup stops",
         "The engine's KV-cache gauge, a 0–1 fraction (vLLM's `vllm:kv_cache_usage_perc`), read "
-        "for `kvCacheUtil`; the operator sets the runtime's `spec.metrics.kvCacheUtil`.",
+        f"for `{KV_CACHE_UTIL}`; the operator sets the runtime's `spec.metrics.kvCacheUtil`.",
     ),
     Setting(
         names.DEMAND_AGGREGATOR_URL,
