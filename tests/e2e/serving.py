@@ -19,6 +19,7 @@ import yaml
 from helm.chart import DEFAULT_NAMESPACE, RELEASE, Helm
 from kubernetes import client as k8s_client
 from kubernetes.stream import portforward
+from noctaya.core.plan.identity import AGGREGATOR_PORT
 from support.cluster import Cluster, layout
 from support.cluster.host import connect_in_box
 from support.custom_resources import CustomResources
@@ -85,6 +86,18 @@ def example(**overrides: Any) -> list[dict[str, Any]]:
         current = service["spec"].get(key)
         service["spec"][key] = {**current, **value} if isinstance(current, dict) else value
     return [runtime, service]
+
+
+def example_runtime(name: str, env: dict[str, str], **spec: Any) -> dict[str, Any]:
+    """The example's InferenceRuntime named `name`, its engine stub's variables `env` set (in
+    place of those of the same names), and the `spec` keys given replaced."""
+    runtime, _ = example()
+    runtime["metadata"]["name"] = name
+    container = runtime["spec"]["container"]
+    kept = [variable for variable in container["env"] if variable["name"] not in env]
+    container["env"] = kept + [{"name": k, "value": v} for k, v in env.items()]
+    runtime["spec"].update(spec)
+    return runtime
 
 
 @dataclass(frozen=True)
@@ -228,22 +241,54 @@ def start_chat(
 
 
 def start_chat_in_box(
-    address: tuple[str, int], service: str, *, stream: bool = True, timeout: float = 180.0
+    address: tuple[str, int],
+    service: str,
+    *,
+    stream: bool = True,
+    timeout: float = 180.0,
+    tokens: int | None = None,
 ) -> Exchange:
     """As `start_chat`, but sent to the gateway Service's address from inside the box's network
     namespace, as a pod would send it: no API server on the way."""
+    target = f"/v1/chat/completions?tokens={tokens}" if tokens else "/v1/chat/completions"
 
     def send() -> _Answer:
         connection = http.client.HTTPConnection(*address, timeout=timeout)
         connection.sock = connect_in_box(address, timeout)
         headers = {"Content-Type": "application/json"}
         body = chat_body(service, stream)
-        connection.request("POST", "/v1/chat/completions", body=body, headers=headers)
+        connection.request("POST", target, body=body, headers=headers)
         response = connection.getresponse()
         lines = (line.rstrip(b"\n") for line in response)
         return response.status, response.getheader("Retry-After") or "", lines, connection.close
 
     return _exchange(stream, send)
+
+
+def chat_lines_in_box(
+    address: tuple[str, int],
+    service: str,
+    *,
+    netns: Path | None = None,
+    timeout: float = 180.0,
+) -> Iterator[bytes]:
+    """A streamed chat completion sent to `address` from inside the box's network namespace (or
+    the pod's `netns`): its lines as they arrive; fails unless answered 200."""
+    connection = http.client.HTTPConnection(*address, timeout=timeout)
+    connection.sock = connect_in_box(address, timeout, netns=netns)
+    try:
+        connection.request(
+            "POST",
+            "/v1/chat/completions",
+            body=chat_body(service),
+            headers={"Content-Type": "application/json"},
+        )
+        response = connection.getresponse()
+        assert response.status == 200, response.read()
+        for line in response:
+            yield line.rstrip(b"\n")
+    finally:
+        connection.close()
 
 
 _Answer = tuple[int, str, Iterator[bytes], Callable[[], object]]
@@ -509,6 +554,39 @@ def _autoscalers(api_client: k8s_client.ApiClient, namespace: str) -> list[str]:
             lines.append(f"{pod.metadata.name} queue: {response.data.decode(errors='replace')}")
         except HTTPError as error:
             lines.append(f"{pod.metadata.name} queue: ({error})")
+    lines += _series(api_client, namespace, _WATCH_SERIES)
+    return lines
+
+
+_WATCH_SERIES = ("noctaya_gateway_endpoints_watch", "noctaya_gateway_kv_cache_discarded_total")
+"""What the gateways and the aggregator say of the pods they follow and read."""
+
+
+def _series(
+    api_client: k8s_client.ApiClient, namespace: str, prefixes: tuple[str, ...]
+) -> list[str]:
+    """The series of the gateway and aggregator pods' metrics pages that start with one of
+    `prefixes`, each pod's under its name."""
+    lines = []
+    core = k8s_client.CoreV1Api(api_client)
+    for selector, port in (
+        ("serving.noctaya.io/gateway", GATEWAY_PORT),
+        ("serving.noctaya.io/scaler", AGGREGATOR_PORT),
+    ):
+        for pod in core.list_namespaced_pod(namespace, label_selector=selector).items:
+            path = f"/api/v1/namespaces/{namespace}/pods/{pod.metadata.name}:{port}/proxy/metrics"
+            try:
+                response = api_client.rest_client.pool_manager.request(
+                    "GET", f"{api_client.configuration.host}{path}", timeout=5.0
+                )
+                found = [
+                    line
+                    for line in response.data.decode(errors="replace").splitlines()
+                    if line.startswith(prefixes)
+                ]
+            except HTTPError as error:
+                found = [f"({error})"]
+            lines += [f"{pod.metadata.name} {line}" for line in found]
     return lines
 
 

@@ -6,6 +6,7 @@ rotates. What a real kube-apiserver does is proven in test_endpoints_watch."""
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import json
 import ssl
 from collections.abc import AsyncIterator, Awaitable, Callable
@@ -13,7 +14,9 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+import uvloop
 from aiohttp import web
+from noctaya.gateway.backend import endpoints
 from noctaya.gateway.backend.endpoints import MAX_EVENT, Endpoint, EndpointWatch, WatchState
 from noctaya.gateway.backend.kube_api import KubeApi
 from support.envtest.pki import write_pki
@@ -95,10 +98,11 @@ def stay_open() -> Behaviour:
     return stream(then_stay_open=True)
 
 
-@pytest.fixture
-async def api(tmp_path: Path) -> AsyncIterator[tuple[FakeApi, str, Path]]:
-    """The fake API server, its URL and its CA file."""
-    pki = await asyncio.to_thread(write_pki, tmp_path / "pki")
+@contextlib.asynccontextmanager
+async def fake_api(folder: Path, **names: Any) -> AsyncIterator[tuple[FakeApi, str, Path]]:
+    """The fake API server on 127.0.0.1, its certificate from a new test PKI naming what
+    `names` say (`write_pki`'s serving_ips and serving_names); its URL and CA file."""
+    pki = await asyncio.to_thread(write_pki, folder, **names)
     context = ssl.create_default_context(ssl.Purpose.CLIENT_AUTH)
     await asyncio.to_thread(context.load_cert_chain, pki.serving_cert, pki.serving_key)
     fake = FakeApi()
@@ -109,8 +113,17 @@ async def api(tmp_path: Path) -> AsyncIterator[tuple[FakeApi, str, Path]]:
     site = web.TCPSite(runner, "127.0.0.1", 0, ssl_context=context)
     await site.start()
     port = runner.addresses[0][1]
-    yield fake, f"https://127.0.0.1:{port}", pki.ca_cert
-    await runner.cleanup()
+    try:
+        yield fake, f"https://127.0.0.1:{port}", pki.ca_cert
+    finally:
+        await runner.cleanup()
+
+
+@pytest.fixture
+async def api(tmp_path: Path) -> AsyncIterator[tuple[FakeApi, str, Path]]:
+    """The fake API server, its URL and its CA file."""
+    async with fake_api(tmp_path / "pki") as served:
+        yield served
 
 
 @pytest.fixture
@@ -313,6 +326,47 @@ async def test_a_server_the_ca_does_not_sign_is_never_trusted(
         await watch.close()
 
 
+@pytest.mark.parametrize(
+    "names",
+    [
+        {"serving_ips": ("127.0.0.2",)},
+        {"serving_ips": ("10.0.0.1",), "serving_names": ("127.0.0.1",)},
+    ],
+    ids=["another-address", "the-address-as-a-name"],
+)
+async def test_a_certificate_the_ca_signs_for_another_address_is_never_trusted(
+    names: dict[str, Any], token_file: Path, tmp_path: Path
+) -> None:
+    """The server is reached at an IP address, so only an IP address entry of its certificate
+    may match it (the gateway checks that itself, RFC 6125 §6.2.1)."""
+    async with fake_api(tmp_path / "pki", **names) as (fake, url, ca_file):
+        watch = await started(url, token_file, ca_file)
+        try:
+            await eventually(lambda: "not valid for" in watch.reason, what="the refusal")
+            assert watch.state is WatchState.FALLBACK
+            assert fake.tokens == []  # the token never left the gateway
+        finally:
+            await watch.close()
+
+
+async def test_the_watch_works_on_uvloop_as_the_gateway_runs_it(
+    api: tuple[FakeApi, str, Path], token_file: Path
+) -> None:
+    """The gateway process runs uvloop, whose TLS takes only `str` server names."""
+    fake, url, ca_file = api
+    fake.items = [slice_document("a", "10.1.2.3")]
+
+    async def listed() -> list[str]:
+        watch = await started(url, token_file, ca_file)
+        try:
+            await eventually(lambda: watch.state is WatchState.WATCHING, what="the list")
+            return addresses(watch)
+        finally:
+            await watch.close()
+
+    assert await asyncio.to_thread(uvloop.run, listed()) == ["10.1.2.3"]
+
+
 async def test_an_oversized_token_file_is_refused_unread(
     api: tuple[FakeApi, str, Path], token_file: Path
 ) -> None:
@@ -351,5 +405,34 @@ async def test_a_ca_file_that_is_no_bundle_is_refused(
         await eventually(lambda: "cannot load the CA file" in watch.reason, what="the refusal")
         assert watch.state is WatchState.FALLBACK
         assert fake.tokens == []
+    finally:
+        await watch.close()
+
+
+async def test_an_unexpected_error_in_the_watch_falls_back_logged_and_lists_again(
+    api: tuple[FakeApi, str, Path],
+    token_file: Path,
+    monkeypatch: pytest.MonkeyPatch,
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    """Whatever fails in the watch task, the gateway says so and keeps trying: a task that
+    died silently would leave it on the Service for good."""
+    fake, url, ca = api
+    fake.items = [slice_document("a", "10.0.0.1")]
+    real = endpoints.slice_endpoints
+    failures = [KeyError("a defect")]
+
+    def failing_once(item: Any, service: str) -> Any:
+        if failures:
+            raise failures.pop()
+        return real(item, service)
+
+    monkeypatch.setattr(endpoints, "slice_endpoints", failing_once)
+    watch = await started(url, token_file, ca)
+    try:
+        await eventually(lambda: addresses(watch) == ["10.0.0.1"], what="the list after it")
+        assert watch.state is WatchState.WATCHING
+        assert len(fake.lists) == 2
+        assert "EndpointSlice watch failed" in caplog.text
     finally:
         await watch.close()

@@ -16,6 +16,8 @@ from noctaya.gateway.aggregator import main
 from noctaya.gateway.aggregator.config import load_config
 from noctaya.gateway.aggregator.server import AggregatorServer
 from noctaya.gateway.backend.endpoints import WatchState
+from noctaya.gateway.process.config import load_config as load_gateway_config
+from noctaya.gateway.process.gateway_server import GatewayServer
 from support.envtest import ControlPlane
 
 from .conftest import TOKEN
@@ -110,3 +112,29 @@ def test_kv_cache_scaling_without_the_backend_service_is_a_startup_error(
     del settings["NOCTAYA_BACKEND_ENDPOINTS"]
     with pytest.raises(ValueError, match="kvCacheUtil needs NOCTAYA_BACKEND_ENDPOINTS"):
         load_config(settings)
+
+
+async def test_a_lone_gateway_serves_keda_the_kv_cache_use_of_the_pods_it_follows(
+    access: KubeAccess, pod: Engine, tmp_path: Path
+) -> None:
+    """One gateway replica serves KEDA itself: it reads the pods its own watch follows."""
+    address, port = pod.url.split("//", 1)[1].rsplit(":", 1)
+    settings = {
+        name: value
+        for name, value in environ(access, pod, tmp_path).items()
+        if not name.startswith(("NOCTAYA_DEMAND_", "NOCTAYA_AGGREGATOR_"))
+    }
+    settings |= {"NOCTAYA_BACKEND_URL": "http://127.0.0.1:9", "NOCTAYA_LISTEN_ADDR": "127.0.0.1:0"}
+    server = GatewayServer(load_gateway_config(settings), settings)
+    await server.start()
+    keda = Keda.insecure(server.scaler.port)
+    try:
+        assert await keda.metric() == 0.0
+        await access.put_slice("a", [(address, READY)], int(port))
+        await eventually(lambda: _read(keda, 50.0), within=10.0, what="the pod's 50 %")
+        pod.stub.gauges["kv_cache"] = 0.25
+        await eventually(lambda: _read(keda, 25.0), within=10.0, what="the pod's 25 %")
+        assert await keda.is_active() is False  # activation stays with demand
+    finally:
+        await keda.close()
+        await server.stop()

@@ -220,6 +220,11 @@ class EndpointWatch:
             except _BROKEN:
                 await asyncio.sleep(backoff)
                 backoff = min(backoff * 2, BACKOFF[1])
+            except Exception as error:  # a defect: the gateway serves on, through the Service
+                if self.reason != f"unexpected {type(error).__name__}":
+                    log.exception("EndpointSlice watch failed")
+                self._fall_back(f"unexpected {type(error).__name__}")
+                await asyncio.sleep(self._retry)
 
     async def _list(self, api: KubeApi) -> str:
         try:

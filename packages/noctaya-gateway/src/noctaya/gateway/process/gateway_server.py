@@ -28,6 +28,7 @@ from noctaya.gateway.upstream import UpstreamPool
 
 if TYPE_CHECKING:
     from noctaya.gateway.demand.reporter import DemandReporter
+    from noctaya.gateway.scaler.kv_cache import KvCacheReader
     from noctaya.gateway.scaler.tls import ScalerTLS
 
 log = logging.getLogger("noctaya.gateway")
@@ -56,6 +57,7 @@ class GatewayServer:
         self.scaler: Any = None
         self.reporter: asyncio.Task[None] | None = None
         self._pool: UpstreamPool | None = None
+        self._kv_cache: KvCacheReader | None = None
         self._stopping = asyncio.Event()
         self.stopped = False
         self._serving: asyncio.Task[None] | None = None
@@ -101,13 +103,39 @@ class GatewayServer:
     async def _start_scaler(self, tls: ScalerTLS | None) -> None:
         from noctaya.gateway.scaler.server import start_scaler
 
+        self._kv_cache = self._kv_cache_reader()
         self.scaler = await start_scaler(
-            self.feed, self.config.scaler_listen_addr, tls, self.metrics.scaler_streams
+            self.feed,
+            self.config.scaler_listen_addr,
+            tls,
+            self.metrics.scaler_streams,
+            metric=self._kv_cache,
         )
         log.info(
             "Noctaya external scaler listening on %s",
             with_port(self.config.scaler_listen_addr, self.scaler.port),
         )
+
+    def _kv_cache_reader(self) -> KvCacheReader | None:
+        """For kvCacheUtil: the reader of the pods the app follows, its discarded readings
+        counted on the gateway's own page (registered only then: the demand-scaled gateway
+        loads nothing of it). ValueError without the pods to read."""
+        settings = self.config.kv_cache
+        if settings is None:
+            return None
+        assert self.app is not None
+        if self.app.endpoints is None:
+            raise ValueError(
+                f"{names.SCALING_METRIC} kvCacheUtil needs the backend's pods "
+                f"({names.BACKEND_ENDPOINTS})"
+            )
+        from noctaya.gateway.metrics.exposition import Counter
+        from noctaya.gateway.scaler.kv_cache import KvCacheReader
+        from noctaya.gateway.scaler.kv_cache_settings import DISCARDED_HELP, DISCARDED_NAME
+
+        registry = self.metrics.registry
+        discarded = Counter(DISCARDED_NAME, DISCARDED_HELP, ["reason"], registry=registry)
+        return KvCacheReader.of_pods(self.app.endpoints, settings, discarded)
 
     def _reporter(self) -> DemandReporter:
         from noctaya.gateway.demand.reporter import DemandReporter
@@ -131,6 +159,8 @@ class GatewayServer:
             await self._serving
         if self.scaler is not None:
             await self.scaler.stop(SCALER_STOP_GRACE)
+        if self._kv_cache is not None:
+            await self._kv_cache.close()
         if self.reporter is not None:
             self.reporter.cancel()  # the reporter withdraws (reports 0) as it ends
             try:

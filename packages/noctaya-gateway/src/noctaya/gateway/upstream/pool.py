@@ -58,6 +58,28 @@ def _host_header(netloc: str) -> bytes:
     return netloc.encode("ascii") if netloc.isascii() else netloc.encode("idna")
 
 
+def _packed_address(host: str) -> bytes | None:
+    """`host` as a packed IPv4 or IPv6 address; None for a name."""
+    for family in (socket.AF_INET, socket.AF_INET6):
+        try:
+            return socket.inet_pton(family, host)
+        except OSError:
+            continue
+    return None
+
+
+def _check_peer_address(transport: asyncio.Transport, host: str, packed: bytes) -> None:
+    """The verified certificate must name `host` among its IP addresses (RFC 6125 §6.2.1: an
+    address matches only an iPAddress entry, never a name); the connection is closed and
+    SSLCertVerificationError raised otherwise."""
+    certificate = transport.get_extra_info("peercert") or {}
+    for kind, value in certificate.get("subjectAltName", ()):
+        if kind == "IP Address" and _packed_address(value.strip()) == packed:
+            return
+    transport.abort()
+    raise ssl.SSLCertVerificationError(f"the server's certificate is not valid for {host}")
+
+
 class NotConnected(ConnectionError):
     """No connection to the backend could be made (refused, unreachable, unresolvable, timed
     out): nothing of the request reached it."""
@@ -104,18 +126,30 @@ class UpstreamPool:
         head_timeout: float = HEAD_TIMEOUT,
         ssl_context: ssl.SSLContext | None = None,
     ) -> None:
-        """`ssl_context` verifies an `https` backend (the system's CAs when None)."""
+        """`ssl_context` verifies an `https` backend (the system's CAs when None); for a host
+        given as an IP address its hostname check is turned off, and the pool matches the
+        certificate's IP addresses itself."""
         parts = urlsplit(backend_url)
         self._host = parts.hostname or ""
         self._port = parts.port or (443 if parts.scheme == "https" else 80)
         self._ssl: ssl.SSLContext | None = None
         self._lookup_name: Any = self._host.encode("ascii") if self._host.isascii() else self._host
-        """bytes for an ASCII name: the address lookup and the ssl module then skip the IDNA
-        codec, as `_host_header` does."""
-        self._server_hostname: Any = None
+        """bytes for an ASCII name: the address lookup then skips the IDNA codec, as
+        `_host_header` does."""
+        self._server_hostname: str | None = None
+        self._peer_address: bytes | None = None
+        """The packed IP of an `https` host given as an address, whose certificate this pool
+        checks itself (`_check_peer_address`): the ssl module would encode the address through
+        the IDNA codec (0.4 MiB of every watching gateway) to check it, and uvloop takes only
+        `str` names."""
         if parts.scheme == "https":
             self._ssl = ssl_context or ssl.create_default_context()
-            self._server_hostname = self._lookup_name
+            self._peer_address = _packed_address(self._host)
+            if self._peer_address is None:
+                self._server_hostname = self._host
+            else:  # checked against the address instead ("" asks for no name check)
+                self._ssl.check_hostname = False
+                self._server_hostname = ""
         self.host_header = _host_header(parts.netloc.rsplit("@", 1)[-1])
         self.path_prefix = parts.path.rstrip("/").encode()
         self._connect_timeout = connect_timeout
@@ -181,12 +215,14 @@ class UpstreamPool:
         try:
             async with asyncio.timeout(self._connect_timeout):
                 sock = await self._connected_socket()
-                _, connection = await loop.create_connection(
+                transport, connection = await loop.create_connection(
                     lambda: Http1Connection(self._read_timeout, self._head_timeout),
                     sock=sock,
                     ssl=self._ssl,
                     server_hostname=self._server_hostname,
                 )
+            if self._peer_address is not None:
+                _check_peer_address(transport, self._host, self._peer_address)
         except ConnectionRefusedError as error:
             # The address is right: nothing listens there yet (or kube-proxy rejects for a
             # Service without a ready endpoint).
