@@ -22,14 +22,13 @@ import argparse
 import contextlib
 import ctypes
 import fcntl
-import http.client
 import socket
 import statistics
 import sys
 import tempfile
 import threading
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -38,7 +37,7 @@ sys.path.insert(0, str(REPO / "tests"))
 
 from e2e.serving import (  # noqa: E402
     SERVICE_NAME,
-    chat_body,
+    chat_lines_in_box,
     diagnosed,
     example,
     install,
@@ -52,7 +51,7 @@ from images.conftest import IMAGES, archive  # noqa: E402
 from kubernetes import client as k8s_client  # noqa: E402
 from kubernetes import watch  # noqa: E402
 from support.cluster import Cluster  # noqa: E402
-from support.cluster.host import connect_in_box, netns_path  # noqa: E402
+from support.cluster.host import netns_path  # noqa: E402
 from support.custom_resources import CustomResources  # noqa: E402
 from urllib3.exceptions import ProtocolError  # noqa: E402
 
@@ -263,33 +262,13 @@ def wake_at_the_pod(api_client: k8s_client.ApiClient) -> Wake:
     apps.patch_namespaced_deployment_scale(SERVICE_NAME, NAMESPACE, {"spec": {"replicas": 1}})
     watcher.join()
     assert wake.address is not None, wake.seen
-    for line in chat_lines_in(netns, wake.address):
+    for line in chat_lines_in_box(wake.address, SERVICE_NAME, netns=netns):
         if line.startswith(b"data: {"):
             wake.seen.setdefault("first token", time.monotonic() - wake.started)
     stop.set()
     endpoint.join()
     apps.patch_namespaced_deployment_scale(SERVICE_NAME, NAMESPACE, {"spec": {"replicas": 0}})
     return wake
-
-
-def chat_lines_in(netns: Path, address: tuple[str, int]) -> Iterator[bytes]:
-    """A streaming chat completion sent to `address` from the network namespace `netns`: its
-    lines as they arrive; fails unless answered 200."""
-    connection = http.client.HTTPConnection(*address, timeout=180)
-    connection.sock = connect_in_box(address, 180, netns=netns)
-    try:
-        connection.request(
-            "POST",
-            "/v1/chat/completions",
-            body=chat_body(SERVICE_NAME),
-            headers={"Content-Type": "application/json"},
-        )
-        response = connection.getresponse()
-        assert response.status == 200, response.read()
-        for line in response:
-            yield line.rstrip(b"\n")
-    finally:
-        connection.close()
 
 
 def gateway_netns() -> Path:

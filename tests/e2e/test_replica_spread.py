@@ -27,7 +27,14 @@ from support.cluster.host import connect_in_box
 from support.custom_resources import CustomResources
 
 from .pods import BACKEND_PODS, SERVICE_NAME, is_ready, live_pods, settled_gateways
-from .serving import chat_lines_in_box, diagnosed, example, example_runtime, start_chat_in_box
+from .serving import (
+    chat_lines_in_box,
+    diagnosed,
+    example,
+    example_runtime,
+    gateway_metric,
+    start_chat_in_box,
+)
 from .workloads import wait_for
 
 pytestmark = [pytest.mark.e2e, pytest.mark.timeout(900)]
@@ -188,7 +195,13 @@ def test_requests_go_to_the_replica_with_fewest_in_flight_and_never_to_a_termina
     with diagnosed(api_client, namespace):
         gateway = cluster_ip(api_client, namespace, SERVICE_NAME)
         backend = cluster_ip(api_client, namespace, f"{SERVICE_NAME}-backend")
-        completion_seconds(gateway)  # the gateway has seen both replicas' slices by now
+        (pod,) = settled_gateways(api_client, namespace, 1)
+        watching = 'noctaya_gateway_endpoints_watch{state="watching"}'
+        wait_for(
+            "the gateway following the backend's pods",
+            lambda: gateway_metric(api_client, namespace, pod.metadata.name, watching) == 1.0,
+            timeout=30,
+        )
         through_gateway = at_fixed_rate(gateway)
         through_service = at_fixed_rate(backend)
         print(
@@ -214,10 +227,11 @@ def test_requests_go_to_the_replica_with_fewest_in_flight_and_never_to_a_termina
             wait_for("a stream running at the delete to end", stream.over.is_set, timeout=30)
             assert stream.completed, stream.describe()
         before = finished(slow, port)
-        later = [start_chat_in_box(gateway, SERVICE_NAME) for _ in range(20)]
-        for stream in later:
-            wait_for("a stream sent while the slow replica terminates", stream.over.is_set, 60)
-            assert stream.completed, stream.describe()
+        for _ in range(3):  # within the gateway's queue of 10
+            later = [start_chat_in_box(gateway, SERVICE_NAME) for _ in range(FAST + SLOW)]
+            for stream in later:
+                wait_for("a stream sent while the slow replica terminates", stream.over.is_set)
+                assert stream.completed, stream.describe()
         assert core.read_namespaced_pod(SLOW_POD, namespace).metadata.deletion_timestamp
         assert finished(slow, port) == before
 
