@@ -1,5 +1,6 @@
-"""Where the scaler reads the pods' KV-cache gauge: `NOCTAYA_SCALING_METRIC` and the
-`NOCTAYA_BACKEND_*` variables beside it, checked at startup so a bad Deployment fails at once.
+"""Where the scaler reads the pods' KV-cache gauge: `NOCTAYA_SCALING_METRIC` and the backend
+metrics variables beside it (`NOCTAYA_BACKEND_KV_CACHE_METRIC`, `NOCTAYA_BACKEND_METRICS_PORT`,
+`NOCTAYA_BACKEND_METRICS_PATH`), checked at startup so a bad Deployment fails at once.
 
 One reading for the gateway and the aggregator alike, whichever of them serves KEDA. Kept apart
 from the reader (`kv_cache`), which brings the upstream HTTP client: a process imports that only
