@@ -28,7 +28,7 @@ import sys
 import tempfile
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -229,31 +229,34 @@ def wake_through_gateway(api_client: k8s_client.ApiClient) -> Wake:
 
 
 def wake_by_hand(api_client: k8s_client.ApiClient) -> Wake:
-    """Scales the Deployment to 1 directly (KEDA paused), sends the request once the engine is
-    ready, and scales back to 0."""
-    apps = k8s_client.AppsV1Api(api_client)
-    wake = Wake(time.monotonic())
-    stop = threading.Event()
-    endpoint = watching(api_client, wake, stop)
-    watcher = threading.Thread(target=observe, args=(api_client, wake, stop), daemon=True)
-    watcher.start()
-    apps.patch_namespaced_deployment_scale(SERVICE_NAME, NAMESPACE, {"spec": {"replicas": 1}})
-    watcher.join()
-    for chunk in stream_chat(api_client, NAMESPACE, SERVICE_NAME):
-        if chunk.line.startswith(b"data: {"):
-            wake.seen.setdefault("first token", chunk.at - wake.started)
-    stop.set()
-    endpoint.join()
-    apps.patch_namespaced_deployment_scale(SERVICE_NAME, NAMESPACE, {"spec": {"replicas": 0}})
-    return wake
+    """Scales the Deployment to 1 directly (KEDA paused), sends the request through the API
+    server to the gateway once the engine is ready, and scales back to 0."""
+    return scaled_by_hand(
+        api_client,
+        lambda wake: ((c.at, c.line) for c in stream_chat(api_client, NAMESPACE, SERVICE_NAME)),
+    )
 
 
 def wake_at_the_pod(api_client: k8s_client.ApiClient) -> Wake:
-    """Scales the Deployment to 1 directly (KEDA paused) and, the moment the pod watch says the
-    engine is ready, sends the request from the gateway pod's network namespace to the pod's
-    address: no Service, no kube-proxy on the way."""
-    apps = k8s_client.AppsV1Api(api_client)
+    """As `wake_by_hand`, but the request goes, the moment the pod watch says the engine is
+    ready, from the gateway pod's network namespace to the pod's address: no Service, no
+    kube-proxy on the way."""
     netns = gateway_netns()
+
+    def at_the_pod(wake: Wake) -> Iterator[tuple[float, bytes]]:
+        assert wake.address is not None, wake.seen
+        for line in chat_lines_in_box(wake.address, SERVICE_NAME, netns=netns):
+            yield time.monotonic(), line
+
+    return scaled_by_hand(api_client, at_the_pod)
+
+
+def scaled_by_hand(
+    api_client: k8s_client.ApiClient, send: Callable[[Wake], Iterator[tuple[float, bytes]]]
+) -> Wake:
+    """Scales the Deployment to 1, has `send` make the request once the engine is ready (the
+    lines of its answer with their arrival times), and scales back to 0."""
+    apps = k8s_client.AppsV1Api(api_client)
     wake = Wake(time.monotonic())
     stop = threading.Event()
     endpoint = watching(api_client, wake, stop)
@@ -261,10 +264,9 @@ def wake_at_the_pod(api_client: k8s_client.ApiClient) -> Wake:
     watcher.start()
     apps.patch_namespaced_deployment_scale(SERVICE_NAME, NAMESPACE, {"spec": {"replicas": 1}})
     watcher.join()
-    assert wake.address is not None, wake.seen
-    for line in chat_lines_in_box(wake.address, SERVICE_NAME, netns=netns):
+    for at, line in send(wake):
         if line.startswith(b"data: {"):
-            wake.seen.setdefault("first token", time.monotonic() - wake.started)
+            wake.seen.setdefault("first token", at - wake.started)
     stop.set()
     endpoint.join()
     apps.patch_namespaced_deployment_scale(SERVICE_NAME, NAMESPACE, {"spec": {"replicas": 0}})

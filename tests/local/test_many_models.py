@@ -35,10 +35,14 @@ PINNED = {"serving.noctaya.io/local-pinned": "true"}
 
 
 def llama_file(folder: Path, name: str, python: Path, model: Path) -> Path:
-    """`<name>.yaml`: the example llama.cpp runtime on a port of its own, and the service `name`
-    serving `model`, whose engine answers to `tiny-<name>`."""
+    """`<name>.yaml`: the example llama.cpp runtime on a port of its own, as an NVIDIA runtime
+    (so that it takes turns on the one device with the stub, and holds it visibly in
+    CUDA_VISIBLE_DEVICES), and the service `name` serving `model`, whose engine answers to
+    `tiny-<name>`."""
     runtime = example_runtime(python, free_port())
     runtime["metadata"]["name"] = f"llama-{name}"
+    runtime["spec"]["vendor"] = "nvidia"
+    runtime["spec"]["accelerator"]["resourceName"] = "nvidia.com/gpu"
     service: dict[str, Any] = service_doc(f"llama-{name}")
     service["metadata"]["name"] = name
     service["spec"]["runtime"]["argsOverride"] = [f"--model={model}", f"--model_alias=tiny-{name}"]

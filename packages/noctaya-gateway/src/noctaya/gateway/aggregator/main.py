@@ -49,21 +49,10 @@ def _pod_watch(config: AggregatorConfig) -> EndpointWatch | None:
     wanted = config.backend_endpoints
     if wanted is None:
         return None
-    from noctaya.gateway.backend.endpoints import WATCH_SECONDS, EndpointWatch
-    from noctaya.gateway.backend.kube_api import KubeApi
+    from noctaya.gateway.backend.endpoints import follow
     from noctaya.gateway.process.config import ENDPOINTS_RETRY_SECONDS
 
-    api = None
-    if wanted.api_url is not None:
-        read_timeout = WATCH_SECONDS + 30.0  # the API server ends each watch itself
-        api = KubeApi(wanted.api_url, wanted.token_file, wanted.ca_file, read_timeout)
-    watch = EndpointWatch(
-        api,
-        wanted.namespace,
-        wanted.service,
-        retry=ENDPOINTS_RETRY_SECONDS,
-        unavailable="" if api is not None else "KUBERNETES_SERVICE_HOST is unset",
-    )
+    watch = follow(wanted, ENDPOINTS_RETRY_SECONDS)
     watch.start()
     return watch
 

@@ -32,11 +32,14 @@ import json
 import logging
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 from urllib.parse import quote
 
 from noctaya.gateway.backend.kube_api import ApiRefused, ApiStatus, KubeApi, status_ok
 from noctaya.gateway.upstream import UpstreamError
+
+if TYPE_CHECKING:
+    from noctaya.gateway.process.config import BackendEndpoints
 
 log = logging.getLogger("noctaya.gateway")
 
@@ -335,3 +338,24 @@ class EndpointWatch:
         self.reason = reason
         if self._state_changed is not None:
             self._state_changed(state)
+
+
+def follow(
+    wanted: BackendEndpoints,
+    retry: float,
+    state_changed: Callable[[WatchState], None] | None = None,
+) -> EndpointWatch:
+    """The watch of `wanted`'s pods as a gateway or an aggregator runs it, not started: over
+    the API server its environment names, else falling back and saying why."""
+    api = None
+    if wanted.api_url is not None:
+        read_timeout = WATCH_SECONDS + 30.0  # the API server ends each watch itself
+        api = KubeApi(wanted.api_url, wanted.token_file, wanted.ca_file, read_timeout)
+    return EndpointWatch(
+        api,
+        wanted.namespace,
+        wanted.service,
+        retry=retry,
+        state_changed=state_changed,
+        unavailable="" if api is not None else "KUBERNETES_SERVICE_HOST is unset",
+    )

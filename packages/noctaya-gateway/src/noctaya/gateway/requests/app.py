@@ -204,21 +204,13 @@ def _endpoint_watch(config: GatewayConfig, metrics: GatewayMetrics) -> EndpointW
     wanted = config.backend_endpoints
     if wanted is None:
         return None
-    from noctaya.gateway.backend.endpoints import WATCH_SECONDS, EndpointWatch, WatchState
-    from noctaya.gateway.backend.kube_api import KubeApi
+    from noctaya.gateway.backend.endpoints import WatchState, follow
 
-    api = None
-    if wanted.api_url is not None:
-        read_timeout = WATCH_SECONDS + 30.0  # the API server ends each watch itself
-        api = KubeApi(wanted.api_url, wanted.token_file, wanted.ca_file, read_timeout)
     states = tuple(state.value for state in WatchState)
-    return EndpointWatch(
-        api,
-        wanted.namespace,
-        wanted.service,
-        retry=config.endpoints_retry_interval,
-        state_changed=lambda state: metrics.watch_state(state.value, states),
-        unavailable="" if api is not None else "KUBERNETES_SERVICE_HOST is unset",
+    return follow(
+        wanted,
+        config.endpoints_retry_interval,
+        lambda state: metrics.watch_state(state.value, states),
     )
 
 
