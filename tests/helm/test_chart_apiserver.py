@@ -207,7 +207,7 @@ def test_the_notes_crd_command_works_from_outside_the_chart(
     assert installed.returncode == 0, installed.stderr
     notes = installed.stdout.split("NOTES:\n", 1)[1]
     (command,) = [line.strip() for line in notes.splitlines() if "kubectl apply" in line]
-    assert command == "helm show crds CHART | kubectl apply --server-side -f -"
+    assert command == "helm show crds CHART | kubectl apply --server-side --force-conflicts -f -"
     shown = helm.run("show", "crds", str(CHART.relative_to(REPO)), cwd=REPO)
     assert shown.returncode == 0, shown.stderr
     from_elsewhere = helm.run("show", "crds", str(CHART), cwd=tmp_path)
