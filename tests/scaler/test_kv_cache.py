@@ -26,14 +26,10 @@ from noctaya.gateway.demand.feed import DemandFeed
 from noctaya.gateway.engine_stub import EngineStub, StubSettings, load_settings
 from noctaya.gateway.engine_stub.http11 import serve
 from noctaya.gateway.engine_stub.settings import SettingsError
-from noctaya.gateway.metrics.exposition import Counter, Registry
+from noctaya.gateway.metrics.exposition import Registry
+from noctaya.gateway.metrics.gateway_metrics import kv_cache_discarded
 from noctaya.gateway.scaler.kv_cache import KvCacheReader, gauge_value, ready_addresses
-from noctaya.gateway.scaler.kv_cache_settings import (
-    DISCARDED_HELP,
-    DISCARDED_NAME,
-    KvCacheSettings,
-    load_kv_cache_settings,
-)
+from noctaya.gateway.scaler.kv_cache_settings import KvCacheSettings, load_kv_cache_settings
 from noctaya.gateway.scaler.server import start_scaler
 
 from .conftest import AggregatorFactory, streams_gauge
@@ -41,7 +37,7 @@ from .keda import Keda
 from .reports import Reporter, report
 
 GAUGE = "vllm:kv_cache_usage_perc"
-DISCARDED = DISCARDED_NAME
+DISCARDED = "noctaya_gateway_kv_cache_discarded"
 KV = {"NOCTAYA_SCALING_METRIC": "kvCacheUtil", "NOCTAYA_BACKEND_KV_CACHE_METRIC": GAUGE}
 BACKEND = {"NOCTAYA_BACKEND_ENDPOINTS": "ai/backend"}
 """Without KUBERNETES_SERVICE_HOST: the tests give the aggregator its pods themselves."""
@@ -109,7 +105,7 @@ def registry() -> Registry:
 
 
 def reader(pods: Pods, registry: Registry, **options: float) -> KvCacheReader:
-    discarded = Counter(DISCARDED, DISCARDED_HELP, ["reason"], registry=registry)
+    discarded = kv_cache_discarded(registry)
     options = {"timeout": 0.5, "period": 0.0, **options}
     return KvCacheReader(lambda: pods.ready, pods.port, "/metrics", GAUGE, discarded, **options)
 

@@ -6,7 +6,7 @@ Served in the gateway's exposition format (`noctaya.gateway.metrics.exposition.C
 from __future__ import annotations
 
 from noctaya.gateway.metrics.exposition import Counter, Gauge, Registry
-from noctaya.gateway.scaler.kv_cache_settings import DISCARDED_HELP, DISCARDED_NAME
+from noctaya.gateway.metrics.gateway_metrics import kv_cache_discarded
 
 
 class AggregatorMetrics:
@@ -38,9 +38,7 @@ class AggregatorMetrics:
             "Connected KEDA StreamIsActive streams.",
             registry=self.registry,
         )
-        self.kv_cache_discarded = Counter(
-            DISCARDED_NAME, DISCARDED_HELP, ["reason"], registry=self.registry
-        )
+        self.kv_cache_discarded = kv_cache_discarded(self.registry)
 
     def exposition(self) -> bytes:
         return self.registry.render()

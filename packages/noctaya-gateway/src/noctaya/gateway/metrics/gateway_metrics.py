@@ -8,7 +8,18 @@ from collections.abc import Callable
 from noctaya.gateway.metrics.exposition import CONTENT_TYPE, Counter, Gauge, Histogram, Registry
 
 ACTIVATION_WAIT_BUCKETS = (0.01, 0.1, 1, 5, 15, 30, 60, 120, 300)
-__all__ = ["CONTENT_TYPE", "GatewayMetrics"]
+__all__ = ["CONTENT_TYPE", "GatewayMetrics", "kv_cache_discarded"]
+
+
+def kv_cache_discarded(registry: Registry) -> Counter:
+    """The series of whichever process serves KEDA for kvCacheUtil: the lone gateway or the
+    aggregator. Without that scaling it stays empty."""
+    return Counter(
+        "noctaya_gateway_kv_cache_discarded",
+        "KV-cache readings of a backend pod discarded, by reason.",
+        ["reason"],
+        registry=registry,
+    )
 
 
 class GatewayMetrics:
@@ -61,6 +72,7 @@ class GatewayMetrics:
             ["state"],
             registry=r,
         )
+        self.kv_cache_discarded = kv_cache_discarded(r)
         self._uncounted: dict[int, int] = {}
 
     def read_demand(self, pending: Callable[[], int], demand: Callable[[], int]) -> None:

@@ -118,8 +118,7 @@ class GatewayServer:
 
     def _kv_cache_reader(self) -> KvCacheReader | None:
         """For kvCacheUtil: the reader of the pods the app follows, its discarded readings
-        counted on the gateway's own page (registered only then: the demand-scaled gateway
-        loads nothing of it). ValueError without the pods to read."""
+        counted on the gateway's own page. ValueError without the pods to read."""
         settings = self.config.kv_cache
         if settings is None:
             return None
@@ -129,13 +128,9 @@ class GatewayServer:
                 f"{names.SCALING_METRIC} kvCacheUtil needs the backend's pods "
                 f"({names.BACKEND_ENDPOINTS})"
             )
-        from noctaya.gateway.metrics.exposition import Counter
         from noctaya.gateway.scaler.kv_cache import KvCacheReader
-        from noctaya.gateway.scaler.kv_cache_settings import DISCARDED_HELP, DISCARDED_NAME
 
-        registry = self.metrics.registry
-        discarded = Counter(DISCARDED_NAME, DISCARDED_HELP, ["reason"], registry=registry)
-        return KvCacheReader.of_pods(self.app.endpoints, settings, discarded)
+        return KvCacheReader.of_pods(self.app.endpoints, settings, self.metrics.kv_cache_discarded)
 
     def _reporter(self) -> DemandReporter:
         from noctaya.gateway.demand.reporter import DemandReporter

@@ -19,8 +19,6 @@ from noctaya.core.values.go_text import go_quote
 QUEUE_DEPTH = "queueDepth"
 KV_CACHE_UTIL = "kvCacheUtil"
 DEFAULT_METRICS_PATH = "/metrics"
-DISCARDED_NAME = "noctaya_gateway_kv_cache_discarded"
-DISCARDED_HELP = "KV-cache readings of a backend pod discarded, by reason."
 _REQUEST_PATH = re.compile(r"/[!-~]*")
 _METRIC_NAME = re.compile(r"[a-zA-Z_:][a-zA-Z0-9_:]*")
 
