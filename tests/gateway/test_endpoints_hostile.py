@@ -8,6 +8,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import json
+import os
 import ssl
 from collections.abc import AsyncIterator, Awaitable, Callable
 from pathlib import Path
@@ -377,6 +378,25 @@ async def test_an_oversized_token_file_is_refused_unread(
         await eventually(lambda: "larger than" in watch.reason, what="the refusal")
         assert fake.tokens == []
         assert watch.endpoints() == ()
+        assert watch.state is WatchState.FALLBACK
+    finally:
+        await watch.close()
+
+
+@pytest.mark.parametrize("which", ["token", "ca"])
+async def test_a_fifo_in_place_of_the_token_or_ca_file_is_refused_not_waited_on(
+    api: tuple[FakeApi, str, Path], token_file: Path, tmp_path: Path, which: str
+) -> None:
+    """Nothing writes the FIFO: a read of it would block its thread, and the watch, for good."""
+    fake, url, ca = api
+    fifo = tmp_path / f"{which}-fifo"
+    os.mkfifo(fifo)
+    watch = await started(
+        url, fifo if which == "token" else token_file, fifo if which == "ca" else ca
+    )
+    try:
+        await eventually(lambda: "not a regular file" in watch.reason, what="the refusal")
+        assert fake.tokens == []
         assert watch.state is WatchState.FALLBACK
     finally:
         await watch.close()

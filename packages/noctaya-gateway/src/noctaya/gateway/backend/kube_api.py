@@ -12,7 +12,9 @@ from __future__ import annotations
 
 import asyncio
 import json
+import os
 import ssl
+import stat
 from typing import Any
 
 from noctaya.gateway.upstream import UpstreamPool
@@ -47,8 +49,13 @@ def read_token(path: str) -> bytes:
 
 
 def _read(path: str, limit: int, what: str) -> bytes:
-    """Blocking: at most `limit` bytes of the file, or ValueError."""
-    with open(path, "rb") as file:
+    """Blocking: at most `limit` bytes of the file, or ValueError. Opened without blocking and
+    read only if it is a regular file (the kubelet's files are reached through symlinks): a
+    FIFO or a device put in its place is refused, not waited on."""
+    descriptor = os.open(path, os.O_RDONLY | os.O_NONBLOCK | os.O_CLOEXEC)
+    with open(descriptor, "rb") as file:
+        if not stat.S_ISREG(os.fstat(descriptor).st_mode):
+            raise ValueError(f"the {what} file is not a regular file")
         content = file.read(limit + 1)
     if len(content) > limit:
         raise ValueError(f"the {what} file is larger than {limit} bytes")
