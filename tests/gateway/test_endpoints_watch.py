@@ -295,6 +295,17 @@ async def test_a_replica_that_refuses_connections_is_skipped_and_the_request_ret
             assert response.status == 200
     assert len(first.requests) == 6
     assert routed_ports(gateway) == [port_of(first)]  # the refusing pod was set aside
+    # It listens again, its slice unchanged: the gateway's own probe takes it back.
+    host = second.url.split("//", 1)[1].rsplit(":", 1)[0]
+    back = await start_engine(host, port_of(second))
+    try:
+        await eventually(lambda: len(routed_ports(gateway)) == 2, what="the pod taken back")
+        for _ in range(4):
+            async with http.post(f"{gateway.url}/v1/completions", json={}) as response:
+                assert response.status == 200
+        assert back.requests, "no request reached the pod taken back"
+    finally:
+        back.server.close()
 
 
 async def test_a_held_request_goes_to_a_pod_its_probe_found_ready_before_its_slice_did(

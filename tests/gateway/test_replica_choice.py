@@ -174,7 +174,7 @@ def test_the_replica_with_fewest_in_flight_is_chosen_and_ties_are_spread() -> No
     assert min(picks.values()) > 120  # each of the tied about half the time
 
 
-def test_ready_flips_terminating_and_refusals_decide_what_is_routable() -> None:
+async def test_ready_flips_terminating_and_refusals_decide_what_is_routable() -> None:
     backend = Backend()
     backend.put(pod("10.0.0.1", ready=False), pod("10.0.0.2", ready=True))
     assert backend.routable() == ["10.0.0.2"]
@@ -202,6 +202,7 @@ def test_ready_flips_terminating_and_refusals_decide_what_is_routable() -> None:
     backend.put(pod("10.0.0.1", ready=False), pod("10.0.0.5", ready=True))
     backend.put(pod("10.0.0.1", ready=True), pod("10.0.0.5", ready=True))
     assert backend.routable() == ["10.0.0.1", "10.0.0.5"]
+    await backend.replicas.close()  # ends the probing of the replica set aside
 
 
 def test_a_pod_gone_from_its_slice_has_its_pool_retired() -> None:

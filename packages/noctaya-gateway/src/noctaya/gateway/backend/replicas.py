@@ -7,7 +7,9 @@ of its address answers 200, whichever comes first: while requests are held for a
 every known pod that is neither ready nor terminating is probed directly (`refresh`), so a held
 request reaches a pod as soon as its engine answers, not a kubelet probe period and an
 EndpointSlice update later. A terminating replica gets no new request (its streams finish); one
-whose connection fails takes none until its slice turns ready again or a probe answers.
+whose connection fails takes none until its slice turns ready again or a probe answers: it is
+probed every `RECOVER_SECONDS` meanwhile, so a pod that refused once (restarting, or a SYN lost)
+is not left out while its slice still says ready.
 
 While the watch does not work (`FALLBACK`) or is not configured, readiness and requests go
 through the Service URL as before (`ReadinessProbe`); `Replicas` answers for whichever applies.
@@ -26,6 +28,8 @@ from noctaya.gateway.upstream import UpstreamError, UpstreamPool
 
 if TYPE_CHECKING:  # the watch's modules load only where it is configured (not in local mode)
     from noctaya.gateway.backend.endpoints import Endpoint, EndpointWatch
+
+RECOVER_SECONDS = 1.0
 
 
 class Replica:
@@ -98,7 +102,7 @@ class Replicas:
             ):
                 continue
             replica.probe_began = now
-            replica.probe = asyncio.get_running_loop().create_task(self._probe(replica))
+            replica.probe = asyncio.get_running_loop().create_task(self._probe_once(replica))
 
     def forget(self) -> None:
         """No backend could be reached: the next asker probes the Service (replicas that
@@ -126,6 +130,8 @@ class Replicas:
         replica.refused = True
         replica.pool.close_idle()
         self._reroute()
+        if replica.probe is None:
+            replica.probe = asyncio.get_running_loop().create_task(self._recover(replica))
 
     async def close(self) -> None:
         for replica in self._replicas.values():
@@ -140,7 +146,7 @@ class Replicas:
         assert watch is not None
         was_ready = self.cached_ready()
         self.pods = watch.watching
-        current = {(each.address, each.port): each for each in watch.endpoints()}
+        current = {_key(each): each for each in watch.endpoints()}
         for key in self._replicas.keys() - current.keys():
             gone = self._replicas.pop(key)
             if gone.probe is not None:
@@ -163,7 +169,25 @@ class Replicas:
     def _reroute(self) -> None:
         self._routable = [replica for replica in self._replicas.values() if replica.routable]
 
-    async def _probe(self, replica: Replica) -> None:
+    async def _probe_once(self, replica: Replica) -> None:
+        try:
+            await self._probe(replica)
+        finally:
+            replica.probe = None
+
+    async def _recover(self, replica: Replica) -> None:
+        """Probe a replica set aside until it answers, turns ready in its slice, or leaves."""
+        try:
+            while replica.refused and not replica.endpoint.terminating:
+                await asyncio.sleep(RECOVER_SECONDS)
+                if self._replicas.get(_key(replica.endpoint)) is not replica:
+                    return
+                if replica.refused:
+                    await self._probe(replica)
+        finally:
+            replica.probe = None
+
+    async def _probe(self, replica: Replica) -> bool:
         ready = False
         try:
             async with (
@@ -174,15 +198,14 @@ class Replicas:
                 ready = answer.status == 200
         except UpstreamError:
             ready = False
-        finally:
-            replica.probe = None
         if not ready:
             replica.pool.close_idle()
-            return
+            return False
         replica.probed = True
         replica.refused = False
         self._reroute()
         self._notify()
+        return True
 
     def _service_ready(self) -> None:
         if not self.pods:
@@ -191,6 +214,10 @@ class Replicas:
     def _notify(self) -> None:
         if self.on_ready is not None:
             self.on_ready()
+
+
+def _key(endpoint: Endpoint) -> tuple[str, int]:
+    return endpoint.address, endpoint.port
 
 
 async def _stop(replica: Replica) -> None:
