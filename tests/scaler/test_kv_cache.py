@@ -14,7 +14,6 @@ import math
 import re
 import time
 from collections.abc import AsyncIterator, Awaitable, Callable
-from dataclasses import dataclass
 from pathlib import Path
 
 import aiohttp
@@ -22,6 +21,7 @@ import pytest
 from gateway.support import eventually, sample
 from noctaya.gateway.aggregator.config import load_config
 from noctaya.gateway.aggregator.server import AggregatorServer
+from noctaya.gateway.backend.endpoints import Endpoint
 from noctaya.gateway.demand.feed import DemandFeed
 from noctaya.gateway.engine_stub import EngineStub, StubSettings, load_settings
 from noctaya.gateway.engine_stub.http11 import serve
@@ -42,15 +42,6 @@ KV = {"NOCTAYA_SCALING_METRIC": "kvCacheUtil", "NOCTAYA_BACKEND_KV_CACHE_METRIC"
 BACKEND = {"NOCTAYA_BACKEND_ENDPOINTS": "ai/backend"}
 """Without KUBERNETES_SERVICE_HOST: the tests give the aggregator its pods themselves."""
 Handler = Callable[[asyncio.StreamReader, asyncio.StreamWriter], Awaitable[None]]
-
-
-@dataclass(frozen=True)
-class Endpoint:
-    address: str
-    port: int
-    ready: bool
-    serving: bool
-    terminating: bool
 
 
 class Pods:
