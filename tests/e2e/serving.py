@@ -451,15 +451,20 @@ def status(api_client: k8s_client.ApiClient, namespace: str, name: str) -> dict[
 
 @contextlib.contextmanager
 def phases_seen(api_client: k8s_client.ApiClient, namespace: str, name: str) -> Iterator[list[str]]:
-    """The service's phases while the block runs, in order, each change once."""
+    """The service's phases while the block runs, in order, each change once; the phase at
+    the block's end is read once more after it, so a phase the block waited for is never missed
+    between two polls."""
     seen: list[str] = []
     stop = threading.Event()
 
+    def look() -> None:
+        phase = status(api_client, namespace, name).get("phase", "")
+        if not seen or seen[-1] != phase:
+            seen.append(phase)
+
     def record() -> None:
         while not stop.is_set():
-            phase = status(api_client, namespace, name).get("phase", "")
-            if not seen or seen[-1] != phase:
-                seen.append(phase)
+            look()
             stop.wait(_POLL_SECONDS)
 
     recorder = threading.Thread(target=record, daemon=True)
@@ -469,6 +474,7 @@ def phases_seen(api_client: k8s_client.ApiClient, namespace: str, name: str) -> 
     finally:
         stop.set()
         recorder.join()
+    look()
 
 
 def condition(found: dict[str, Any], kind: str) -> tuple[str, str]:

@@ -26,7 +26,15 @@ from support.manifests import merged
 
 from .conftest import GPUS
 from .pods import one_ready_backend
-from .serving import BOX_REGISTRY, condition, diagnosed, example, status, with_box_settings
+from .serving import (
+    BOX_REGISTRY,
+    condition,
+    diagnosed,
+    example,
+    example_runtime,
+    status,
+    with_box_settings,
+)
 from .workloads import advertise_gpus, cordoned, wait_for
 
 pytestmark = [pytest.mark.e2e, pytest.mark.timeout(900)]
@@ -99,13 +107,9 @@ def service_for(uri: str, runtime: str) -> dict[str, Any]:
 @pytest.fixture
 def listing_runtime(api_client: k8s_client.ApiClient) -> Iterator[str]:
     """The example runtime whose engine stub logs every file of its --model directory."""
-    runtime, _ = example()
     name = f"list-model-{secrets.token_hex(3)}"
-    runtime["metadata"]["name"] = name
-    env = [*runtime["spec"]["container"]["env"], {"name": "STUB_LIST_MODEL", "value": "true"}]
-    runtime["spec"]["container"]["env"] = env
     resources = CustomResources(api_client)
-    resources.create(runtime)
+    resources.create(example_runtime(name, {"STUB_LIST_MODEL": "true"}))
     yield name
     resources.delete("InferenceRuntime", name)
 

@@ -22,7 +22,7 @@ from support.custom_resources import CustomResources
 
 from .conftest import GPUS
 from .pods import SERVICE_NAME, one_ready_backend, ready_gateways, settled_gateways
-from .serving import diagnosed, example, start_chat
+from .serving import diagnosed, example, example_runtime, start_chat
 from .test_availability import two_gateways  # noqa: F401  (the module's two gateways)
 from .workloads import advertise_gpus, cordoned, wait_for
 
@@ -34,12 +34,10 @@ STREAM_TOKENS = 150
 @pytest.fixture
 def draining_runtime(api_client: k8s_client.ApiClient) -> Iterator[str]:
     """The example's engine-stub runtime, draining its backends before they stop."""
-    runtime, _ = example()
     name = f"drain-{secrets.token_hex(3)}"
-    runtime["metadata"]["name"] = name
-    runtime["spec"]["lifecycle"] = {"preStopDrain": True, "terminationGracePeriodSeconds": 5}
+    lifecycle = {"preStopDrain": True, "terminationGracePeriodSeconds": 5}
     resources = CustomResources(api_client)
-    resources.create(runtime)
+    resources.create(example_runtime(name, {}, lifecycle=lifecycle))
     yield name
     resources.delete("InferenceRuntime", name)
 

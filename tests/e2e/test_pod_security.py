@@ -42,6 +42,7 @@ from .serving import (
     SERVICE_NAME,
     diagnosed,
     example,
+    example_runtime,
     status,
     stream_chat,
     upgrade,
@@ -136,8 +137,7 @@ def root_engine_stub(
 
 def runtime_named(name: str, image: str) -> dict[str, Any]:
     """The example's engine-stub runtime as `name`, serving `image`."""
-    runtime, _ = example()
-    runtime["metadata"]["name"] = name
+    runtime = example_runtime(name, {})
     runtime["spec"]["container"]["image"] = image
     return runtime
 
