@@ -268,3 +268,36 @@ def test_a_running_operator_without_rbac_for_roles_starts_and_gives_the_service_
 
     eventually(ready_message, "the status to say why the gateway cannot see the pods")
     assert "serviceAccountName" not in gateway_pod(api_client, namespace)
+
+
+def test_without_rbac_for_roles_kv_cache_scaling_says_it_scales_on_queued_requests(
+    api_client: k8s_client.ApiClient,
+    namespace: str,
+    resources: CustomResources,
+    runtime_name: str,
+    status_of: Callable[[str, str], Manifest],
+    operator_as: Callable[[Edit], LLMServiceReconciler],
+) -> None:
+    """The scaler reads the KV-cache gauge from the pods as the same account: without it the
+    ScaledObject still scales, on what the gateways report, and the reason says so."""
+    gauge = {"queueDepth": "vllm:num_requests_waiting", "kvCacheUtil": "vllm:kv_cache_usage_perc"}
+    resources.create(inference_runtime(runtime_name, {"metrics": gauge}))
+    changes = {
+        "runtime": {"name": runtime_name},
+        "cache": {"strategy": "None"},
+        "scaling": {"metric": "kvCacheUtil", "target": 80},
+    }
+    resources.create(llmservice(SVC, changes), namespace)
+    reconciler = operator_as(without_rbac_rules)
+    reconciler.reconcile((namespace, SVC))
+    set_gateway_available(api_client, namespace, SVC)
+    reconciler.reconcile((namespace, SVC))
+
+    status, reason, message = condition_values(status_of(SVC, namespace))["Degraded"]
+    assert (status, reason) == ("True", "GatewayEndpointsForbidden")
+    assert REFUSED in message
+    assert "kvCacheUtil cannot read the backend pods' KV cache" in message
+    assert "scales on queued requests (queueDepth)" in message
+    pod = gateway_pod(api_client, namespace)  # the lone gateway serves KEDA itself
+    assert "serviceAccountName" not in pod
+    assert not (ENDPOINT_ENV | {"NOCTAYA_BACKEND_KV_CACHE_METRIC"}) & env_of(pod).keys()

@@ -29,27 +29,40 @@ _FORBIDDEN = 403
 
 
 def apply_endpoint_access(
-    applier: Applier, svc: ServiceIdentity, objects: tuple[KubeObject, ...], owner: KubeObject
+    applier: Applier,
+    svc: ServiceIdentity,
+    objects: tuple[KubeObject, ...],
+    owner: KubeObject,
+    *,
+    kv_cache: bool,
 ) -> str | None:
     """Apply the endpoint reader; None once it is in place, else why the gateway cannot have
-    it (the first object the API server forbids the operator to write)."""
+    it (the first object the API server forbids the operator to write). With `kv_cache` (the
+    service scales on kvCacheUtil) the reason also says that the scaler, which reads the
+    gauge from the pods as the same account, falls back to queued requests."""
     for obj in objects:
         try:
             applier.apply(obj, owner, _STEP)
         except ApiException as error:
             if api_status(error) != _FORBIDDEN:
                 raise NoctayaError(_STEP, api_message(error)) from error
-            return _refusal(svc, obj, error)
+            return _refusal(svc, obj, error, kv_cache)
     return None
 
 
-def _refusal(svc: ServiceIdentity, obj: KubeObject, error: ApiException) -> str:
+def _refusal(svc: ServiceIdentity, obj: KubeObject, error: ApiException, kv_cache: bool) -> str:
     kind, name = obj["kind"], obj["metadata"]["name"]
+    scaling = (
+        "; scaling.metric kvCacheUtil cannot read the backend pods' KV cache either, so the "
+        "backend scales on queued requests (queueDepth) until then"
+        if kv_cache
+        else ""
+    )
     return (
         f'the gateway cannot see the backend pods and sends to Service "{svc.backend_service}": '
-        f'the operator may not write {kind} "{name}" ({api_message(error)}); grant the '
-        "operator the rules of `noctaya rbac` on serviceaccounts, roles and rolebindings, and "
-        "get, list and watch on discovery.k8s.io endpointslices"
+        f'the operator may not write {kind} "{name}" ({api_message(error)}){scaling}; grant '
+        "the operator the rules of `noctaya rbac` on serviceaccounts, roles and rolebindings, "
+        "and get, list and watch on discovery.k8s.io endpointslices"
     )
 
 

@@ -124,7 +124,13 @@ class ClusterWorkloads:
                 delete("ApplyPrewarmJob", kinds.JOB, svc.prewarm_job)
         apply("ApplyDeployment", rendered.deployment)
         apply("ApplyBackendService", rendered.backend_service)
-        refusal = apply_endpoint_access(applier, svc, rendered.endpoint_access, owner)
+        refusal = apply_endpoint_access(
+            applier,
+            svc,
+            rendered.endpoint_access,
+            owner,
+            kv_cache=plan.gateway.kv_cache is not None,
+        )
         if refusal is None:
             self._endpoint_refusals.pop(svc, None)
         else:
