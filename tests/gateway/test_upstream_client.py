@@ -9,10 +9,12 @@ import hashlib
 import subprocess
 import sys
 from collections.abc import AsyncIterator
+from typing import Any
 
 import aiohttp
 import pytest
 from noctaya.gateway.upstream import UpstreamClosed, UpstreamPool
+from noctaya.gateway.upstream import pool as upstream_pool
 from noctaya.gateway.upstream.connection import Http1Connection
 
 from .conftest import StartGateway
@@ -289,7 +291,7 @@ async def test_the_backend_name_is_looked_up_once_while_its_address_holds(
     listens there yet); any other failure looks the name up again."""
     loop = asyncio.get_running_loop()
     lookups: list[object] = []
-    real_lookup, real_connect = loop.getaddrinfo, loop.sock_connect
+    real_lookup, real_connect = loop.getaddrinfo, upstream_pool._sock_connect
 
     async def lookup(host: object, *args: object, **kwargs: object) -> object:
         lookups.append(host)
@@ -312,10 +314,10 @@ async def test_the_backend_name_is_looked_up_once_while_its_address_holds(
         async def unreachable(*args: object, **kwargs: object) -> object:
             raise OSError(113, "No route to host")
 
-        monkeypatch.setattr(loop, "sock_connect", unreachable)
+        monkeypatch.setattr(upstream_pool, "_sock_connect", unreachable)
         with pytest.raises(ConnectionError):
             await pool._connect()
-        monkeypatch.setattr(loop, "sock_connect", real_connect)
+        monkeypatch.setattr(upstream_pool, "_sock_connect", real_connect)
         with pytest.raises(ConnectionError):  # refused, after a fresh lookup
             await pool._connect()
         assert lookups == [b"localhost", b"localhost"]
@@ -331,15 +333,15 @@ async def test_a_connection_attempt_whose_syn_is_lost_is_made_again_on_a_new_soc
     An attempt unanswered for half a second is given up for a new one."""
     loop = asyncio.get_running_loop()
     attempts: list[object] = []
-    real_connect = loop.sock_connect
+    real_connect = upstream_pool._sock_connect
 
-    async def first_lost(sock: object, address: object) -> None:
+    async def first_lost(loop: Any, sock: Any, address: Any) -> None:
         attempts.append(sock)
         if len(attempts) == 1:
             await asyncio.Event().wait()  # a SYN nobody answers
-        await real_connect(sock, address)  # type: ignore[arg-type]
+        await real_connect(loop, sock, address)
 
-    monkeypatch.setattr(loop, "sock_connect", first_lost)
+    monkeypatch.setattr(upstream_pool, "_sock_connect", first_lost)
     server = await asyncio.start_server(lambda _, writer: writer.close(), "127.0.0.1", 0)
     pool = UpstreamPool(f"http://127.0.0.1:{server.sockets[0].getsockname()[1]}")
     try:
@@ -380,18 +382,25 @@ async def test_body_pieces_that_arrived_while_the_reader_was_away_come_as_one() 
     connection.release()
 
 
-def test_looking_up_an_ascii_named_backend_loads_no_idna_codec() -> None:
-    """The codec (with `stringprep` and `unicodedata`) is 0.4 MiB of a gateway's memory, and the
-    lookup of a name given as text loads it."""
+@pytest.mark.parametrize("host", ["localhost", "127.0.0.1"])
+@pytest.mark.parametrize("loop", ["asyncio", "uvloop"])
+def test_connecting_to_an_ascii_backend_loads_no_idna_codec(host: str, loop: str) -> None:
+    """The codec (with `stringprep` and `unicodedata`) is 0.4 MiB of a gateway's memory, and
+    the lookup of a name given as text loads it; so does uvloop's `sock_connect`, for an
+    address too. One connection is refused, one accepted, on either event loop."""
     code = (
-        "import asyncio, sys\n"
+        "import asyncio, socket, sys\n"
         "from noctaya.gateway.upstream import UpstreamPool\n"
         "async def main():\n"
         "    try:\n"
-        "        await UpstreamPool('http://localhost:9', connect_timeout=2.0)._connect()\n"
+        f"        await UpstreamPool('http://{host}:9', connect_timeout=2.0)._connect()\n"
         "    except ConnectionError:\n"
         "        pass\n"
-        "asyncio.run(main())\n"
+        "    with socket.create_server(('127.0.0.1', 0)) as server:\n"
+        "        port = server.getsockname()[1]\n"
+        f"        pool = UpstreamPool(f'http://{host}:{{port}}', connect_timeout=2.0)\n"
+        "        (await pool._connect()).close()\n"
+        f"asyncio.run(main()) if '{loop}' == 'asyncio' else __import__('uvloop').run(main())\n"
         "print('encodings.idna' in sys.modules, 'unicodedata' in sys.modules)\n"
     )
     result = subprocess.run(
