@@ -137,14 +137,14 @@ def _footprint(revisions: list[tuple[str, str]], rounds: int) -> list[tuple[obje
     measured = {
         (mode, name): footprint.Figures() for mode in footprint.ENTRY for name, _ in revisions
     }
-    with footprint.compiled_bytecode() as bytecode:
+    with footprint.compiled_bytecode() as bytecode, footprint.followed_pods() as following:
         for _, path in revisions:
-            footprint.warm(list(footprint.ENTRY), {**bytecode, "PYTHONPATH": path})
+            footprint.warm(list(footprint.ENTRY), {**bytecode, "PYTHONPATH": path}, following)
         for _ in range(rounds):
             for mode in footprint.ENTRY:
                 for name, path in revisions:
                     env = {**bytecode, "PYTHONPATH": path}
-                    footprint.measure(mode, env, measured[(mode, name)])
+                    footprint.measure(mode, env, measured[(mode, name)], following)
     return footprint.rows(measured)
 
 
