@@ -26,7 +26,7 @@ from kubernetes import client as k8s_client
 from support.cluster.host import connect_in_box
 from support.custom_resources import CustomResources
 
-from .pods import BACKEND_PODS, SERVICE_NAME, is_ready, live_pods, settled_gateways
+from .pods import BACKEND_PODS, SERVICE_NAME, is_ready, live_pods, routed, settled_gateways
 from .serving import (
     chat_lines_in_box,
     diagnosed,
@@ -132,13 +132,14 @@ def at_fixed_rate(address: tuple[str, int]) -> list[float]:
     """Each request's completion time, RATE requests a second for SECONDS, each sent on time
     whatever the earlier ones are doing (an open loop, as independent clients send)."""
     times: list[float] = []
-    failures: list[BaseException] = []
+    failures: list[tuple[float, BaseException]] = []
 
     def one() -> None:
+        sent = time.monotonic()
         try:
             times.append(completion_seconds(address))
-        except BaseException as error:  # reported below, with the others
-            failures.append(error)
+        except BaseException as error:  # reported below, with the others, by when it was sent
+            failures.append((round(sent - start, 2), error))
 
     threads = []
     start = time.monotonic()
@@ -151,7 +152,7 @@ def at_fixed_rate(address: tuple[str, int]) -> list[float]:
         threads.append(thread)
     for thread in threads:
         thread.join(timeout=180)
-    assert not failures, failures[:3]
+    assert not failures, (address, len(failures), sorted(failures, key=lambda f: f[0])[:5])
     assert len(times) == len(threads)
     return times
 
@@ -163,6 +164,20 @@ def p99(values: list[float]) -> float:
 def cluster_ip(api_client: k8s_client.ApiClient, namespace: str, name: str) -> tuple[str, int]:
     service = k8s_client.CoreV1Api(api_client).read_namespaced_service(name, namespace)
     return str(service.spec.cluster_ip), 80
+
+
+def answers(address: tuple[str, int], path: str) -> bool:
+    """Whether a GET of `path` at `address`, from the control-plane node's network namespace,
+    is answered 200."""
+    connection = http.client.HTTPConnection(*address, timeout=5)
+    try:
+        connection.sock = connect_in_box(address, 5)
+        connection.request("GET", path)
+        return connection.getresponse().status == 200
+    except OSError:
+        return False
+    finally:
+        connection.close()
 
 
 def stub_metric(pod: k8s_client.V1Pod, port: int, name: str) -> float:
@@ -194,7 +209,8 @@ def test_requests_go_to_the_replica_with_fewest_in_flight_and_never_to_a_termina
     core = k8s_client.CoreV1Api(api_client)
     with diagnosed(api_client, namespace):
         gateway = cluster_ip(api_client, namespace, SERVICE_NAME)
-        backend = cluster_ip(api_client, namespace, f"{SERVICE_NAME}-backend")
+        backend_name = f"{SERVICE_NAME}-backend"
+        backend = cluster_ip(api_client, namespace, backend_name)
         (pod,) = settled_gateways(api_client, namespace, 1)
         watching = 'noctaya_gateway_endpoints_watch{state="watching"}'
         wait_for(
@@ -202,6 +218,15 @@ def test_requests_go_to_the_replica_with_fewest_in_flight_and_never_to_a_termina
             lambda: gateway_metric(api_client, namespace, pod.metadata.name, watching) == 1.0,
             timeout=30,
         )
+        # A pod is Ready before kube-proxy on the node sending the load routes its Service to
+        # it: both Services are measured once they route there.
+        wait_for(
+            "the backend Service listing both replicas",
+            lambda: (found := routed(api_client, namespace, backend_name)) and len(found) == 2,
+            timeout=30,
+        )
+        wait_for("the gateway Service routing", lambda: answers(gateway, "/healthz"), timeout=30)
+        wait_for("the backend Service routing", lambda: answers(backend, "/health"), timeout=30)
         through_gateway = at_fixed_rate(gateway)
         through_service = at_fixed_rate(backend)
         print(
