@@ -159,7 +159,11 @@ def test_the_figures_the_page_states_are_the_code_s() -> None:
 def test_the_llama_cpp_install_step_resolves_into_the_clone_s_environment() -> None:
     """The page's install command, run as written but with `--dry-run` (the real install
     compiles llama.cpp for minutes; `make llama-cpp` builds the same pins for the tests)."""
-    (command,) = re.findall(r"^uv pip install .*$", README.read_text(encoding="utf-8"), re.M)
+    page = README.read_text(encoding="utf-8")
+    (where,) = re.findall(r"^UV=.*$", page, re.M)
+    assert where.startswith("UV=$(command -v uv || echo .tools/bin/uv)"), where
+    assert (REPO / "Makefile").read_text(encoding="utf-8").count("echo .tools/bin/uv") == 1
+    (command,) = re.findall(r'^"\$UV" pip install .*$', page, re.M)
     words = shlex.split(command)
     pinned = (REPO / "hack" / "llama-cpp" / "requirements.in").read_text(encoding="utf-8")
     assert words[-2] in pinned.splitlines(), (words, pinned)

@@ -174,7 +174,9 @@ class Metrics(ApiModel):
 
 class InferenceRuntimeSpec(ApiModel):
     family: RuntimeFamily = RuntimeFamily.VLLM
-    """Serving-engine family: vllm or llamacpp (llama.cpp's OpenAI-compatible server)."""
+    """Serving-engine family: vllm or llamacpp (llama.cpp's OpenAI-compatible server). Shown in
+    the Family column; it changes nothing rendered: arguments, probes and metrics come from the
+    runtime's own fields."""
     vendor: VendorName
     """The vendor plugin that renders the accelerator: nvidia, ascend and cpu are built in,
     others come from installed `noctaya.vendors` plugins and are checked when a service uses

@@ -117,7 +117,8 @@ class Resources(ApiModel):
     """What each backend replica requests: whole accelerators, CPU and memory."""
 
     accelerators: Int32 = Field(default=1, ge=1)
-    """Whole devices requested per backend replica."""
+    """Devices requested per backend replica: whole GPUs or NPUs, or CPU cores for the cpu
+    vendor."""
     cpu: NonNegativeQuantity | None = None
     """CPU request per backend replica."""
     memory: NonNegativeQuantity | None = None
@@ -376,7 +377,7 @@ class LLMServiceStatus(ApiModel):
 
 
 class LLMService(ApiModel):
-    """A model endpoint: a scale-to-zero vLLM backend behind an always-on gateway."""
+    """A model endpoint: a scale-to-zero engine backend behind an always-on gateway."""
 
     api_version: Literal["serving.noctaya.io/v1alpha1"] = GROUP_VERSION
     kind: Literal["LLMService"] = "LLMService"
