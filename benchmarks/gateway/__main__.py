@@ -4,18 +4,18 @@
     .venv/bin/python -m benchmarks.gateway --only memory [--hold 1000,10000] [--compare REV]
     .venv/bin/python -m benchmarks.gateway --profile [--seconds 10] [--compare REV]
 
-Non-streaming: `wrk` posts a 60-byte chat completion at concurrency 1, 64 and 256, straight at
-the engine stub, at bare hypercorn answering by itself (the ceiling of the mandated server) and
-through the gateway (tokens=1, no token delay: the engine costs almost nothing, so the difference
-is the gateway); `--compare REV` adds the gateway of another revision, measured in turn with this
-tree's at every point, and `--rounds` repeats each point to show the spread on a shared machine.
-The gateways report their event-loop lag and `gc` pauses per point. The same load through bare
-reference proxies shows
-what the upstream client alone costs. Streams: 20 tokens 10 ms apart, the added time to first
-token and the added gap between tokens. Memory: each mode's idle footprint (RSS, import time,
-start-up time, on compiled bytecode, `footprint`), and the gateway's RSS while holding cold
-keepalive streams (the backend never becomes ready, so they live on heartbeats), with
-`--compare REV`'s row next to this tree's for each.
+Non-streaming: `wrk` posts a 60-byte chat completion at concurrency 1, 64 and 256, straight at the
+engine stub, at bare hypercorn answering by itself (the ceiling of the mandated server) and through
+the gateway (tokens=1, no token delay: the engine costs almost nothing, so the difference is the
+gateway), both sending to a backend URL and following the engine as a pod through its EndpointSlice
+on a test control plane, as the operator deploys it; `--compare REV` adds the gateway of another
+revision, measured in turn with this tree's at every point, and `--rounds` repeats each point to
+show the spread on a shared machine. The gateways report their event-loop lag and `gc` pauses per
+point. The same load through bare reference proxies shows what the upstream client alone costs.
+Streams: 20 tokens 10 ms apart, the added time to first token and the added gap between tokens.
+Memory: each mode's idle footprint (RSS, import time, start-up time, on compiled bytecode,
+`footprint`), and the gateway's RSS while holding cold keepalive streams (the backend never becomes
+ready, so they live on heartbeats), with `--compare REV`'s row next to this tree's for each.
 
 `--profile` measures nothing else: it runs the gateway under cProfile while wrk drives it at
 c=64 (profiling only the measured seconds) and prints the top-20 flat profile by own time
@@ -38,7 +38,7 @@ import time
 import urllib.request
 from pathlib import Path
 
-from benchmarks.gateway import footprint, procs, revision, side_by_side, streams, wrk
+from benchmarks.gateway import followed, footprint, procs, revision, side_by_side, streams, wrk
 from benchmarks.gateway.table import print_table
 
 PATH = "/v1/chat/completions"
@@ -137,7 +137,8 @@ def _footprint(revisions: list[tuple[str, str]], rounds: int) -> list[tuple[obje
     measured = {
         (mode, name): footprint.Figures() for mode in footprint.ENTRY for name, _ in revisions
     }
-    with footprint.compiled_bytecode() as bytecode, footprint.followed_pods() as following:
+    pod = (followed.host_address(), procs.free_port())  # nothing listens: an idle gateway
+    with footprint.compiled_bytecode() as bytecode, followed.pods(pod) as following:
         for _, path in revisions:
             footprint.warm(list(footprint.ENTRY), {**bytecode, "PYTHONPATH": path}, following)
         for _ in range(rounds):

@@ -9,7 +9,6 @@ machine; the table prints each figure's range over the rounds and its median.
 
 from __future__ import annotations
 
-import asyncio
 import contextlib
 import os
 import statistics
@@ -21,9 +20,6 @@ import urllib.request
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
-from urllib.parse import urlsplit
-
-from kubernetes import client as k8s_client
 
 from benchmarks.gateway import procs
 
@@ -35,7 +31,6 @@ ENTRY = {
 """Each mode's entry module. "gateway following pods" is the gateway as the operator deploys it
 with its endpoint reader: watching one ready pod's EndpointSlice on a real API server (a revision
 that cannot follow pods ignores the settings and measures as "gateway")."""
-TESTS = Path(__file__).resolve().parents[2] / "tests"
 SETTLE_SECONDS = 1.0
 POLL_SECONDS = 0.005
 
@@ -58,7 +53,7 @@ def measure(
     mode: str, env: dict[str, str], figures: Figures, following: dict[str, str] | None = None
 ) -> None:
     """One fresh process of `mode`: its import time, start-up time and idle RSS; the
-    "gateway following pods" mode needs the settings `followed_pods` yields."""
+    "gateway following pods" mode needs the settings `followed.pods` yields."""
     figures.import_ms.append(_import_ms(ENTRY[mode], env))
     started = time.perf_counter()
     with _started(mode, env, following or {}) as (process, url):
@@ -79,45 +74,6 @@ def warm(modes: list[str], env: dict[str, str], following: dict[str, str]) -> No
     """Start and stop each mode once, so every module it loads is compiled into the cache."""
     for mode in modes:
         measure(mode, env, Figures(), following)
-
-
-@contextlib.contextmanager
-def followed_pods() -> Iterator[dict[str, str]]:
-    """A test control plane (tests/support/envtest) holding one ready pod's EndpointSlice and
-    an account that may read it, as the operator grants it; yields the gateway's settings to
-    follow it (what the operator renders and Kubernetes adds to every pod)."""
-    sys.path.insert(0, str(TESTS))  # the test suite's control plane and gateway access
-    from support.envtest import ControlPlane, locate_binaries
-
-    from gateway.kube_access import READY, SERVICE, host_address, kube_access
-
-    plane = ControlPlane(locate_binaries())
-    plane.start()
-    try:
-        with tempfile.TemporaryDirectory(prefix="noctaya-bench-") as folder:
-            namespace = "footprint"
-            api_client = plane.api_client
-            core = k8s_client.CoreV1Api(api_client)
-            core.create_namespace({"metadata": {"name": namespace}})
-            ca = plane.workdir / "pki" / "ca.crt"
-
-            async def grant() -> Path:
-                access = await kube_access(api_client, namespace, plane.host, ca, Path(folder))
-                await access.bind()
-                await access.put_slice("pod", [(host_address(), READY)], procs.free_port())
-                return access.token_file
-
-            token_file = asyncio.run(grant())
-            api = urlsplit(plane.host)
-            yield {
-                "NOCTAYA_BACKEND_ENDPOINTS": f"{namespace}/{SERVICE}",
-                "NOCTAYA_KUBERNETES_TOKEN_FILE": str(token_file),
-                "NOCTAYA_KUBERNETES_CA_FILE": str(token_file.parent / "ca.crt"),
-                "KUBERNETES_SERVICE_HOST": api.hostname or "",
-                "KUBERNETES_SERVICE_PORT": str(api.port),
-            }
-    finally:
-        plane.stop()
 
 
 def _import_ms(module: str, env: dict[str, str]) -> float:

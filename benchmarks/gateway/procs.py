@@ -81,10 +81,10 @@ def launch(
     raise RuntimeError(f"{command[0]} did not start")
 
 
-def engine(**env: str) -> Process:
+def engine(host: str = "127.0.0.1", **env: str) -> Process:
     port = free_port()
-    settings = {"STUB_LISTEN_ADDR": f"127.0.0.1:{port}", "STUB_TOKEN_DELAY": "0s", **env}
-    url = f"http://127.0.0.1:{port}"
+    settings = {"STUB_LISTEN_ADDR": f"{host}:{port}", "STUB_TOKEN_DELAY": "0s", **env}
+    url = f"http://{host}:{port}"
     return launch([str(BIN / "noctaya-engine-stub")], settings, url, "/metrics")
 
 

@@ -18,8 +18,9 @@ from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
+from urllib.parse import urlsplit
 
-from benchmarks.gateway import procs, revision, wrk
+from benchmarks.gateway import followed, procs, revision, wrk
 
 PATH = "/v1/chat/completions"
 
@@ -51,10 +52,14 @@ class Contender:
 
 @contextlib.contextmanager
 def contenders(compare: str | None) -> Iterator[list[Contender]]:
-    """Started: direct, ceiling, patched ceiling, [gateway at `compare`], gateway (this tree)."""
+    """Started: direct, ceiling, patched ceiling, [gateway at `compare`], gateway (this tree),
+    and this tree's gateway following the engine as a pod (`followed`), as the operator deploys
+    it. The engine listens on the machine's own address, which an EndpointSlice can name."""
     with contextlib.ExitStack() as stack, tempfile.TemporaryDirectory() as folder:
-        engine = procs.engine()
+        engine = procs.engine(host=followed.host_address())
         stack.callback(engine.stop)
+        address = urlsplit(engine.url)
+        following = stack.enter_context(followed.pods((address.hostname or "", address.port or 0)))
         started = [
             Contender("direct", engine),
             Contender("bare hypercorn", procs.reference_proxy("none", engine.url)),
@@ -66,13 +71,16 @@ def contenders(compare: str | None) -> Iterator[list[Contender]]:
         for contender in started[1:]:
             stack.callback(contender.process.stop)
         command = [sys.executable, "-m", "benchmarks.gateway.observed"]
-        gateways = [("gateway", os.environ.get("PYTHONPATH", ""))]
+        ours = os.environ.get("PYTHONPATH", "")
+        gateways = [("gateway", ours, {}), ("gateway following pods", ours, following)]
         if compare is not None:
             path = stack.enter_context(revision.pythonpath(compare))
-            gateways.insert(0, (f"gateway {revision.describe(compare)}", path))
-        for index, (name, path) in enumerate(gateways):
+            gateways.insert(0, (f"gateway {revision.describe(compare)}", path, {}))
+        for index, (name, path, env) in enumerate(gateways):
             stats = Path(folder) / f"observed-{index}.json"
-            gateway = procs.gateway(engine.url, command=[*command, str(stats)], PYTHONPATH=path)
+            gateway = procs.gateway(
+                engine.url, command=[*command, str(stats)], PYTHONPATH=path, **env
+            )
             stack.callback(gateway.stop)
             started.append(Contender(name, gateway, stats))
         yield started
@@ -91,7 +99,7 @@ def run(levels: list[int], seconds: float, rounds: int, compare: str | None) -> 
 
 def throughput_rows(started: list[Contender], levels: list[int]) -> list[tuple[object, ...]]:
     direct, ceiling, patched, *gateways = started
-    ours = gateways[-1]
+    *before, ours, following = gateways  # before: the gateway at --compare, if asked
     rows: list[tuple[object, ...]] = []
     for c in levels:
         for contender in started:
@@ -100,10 +108,10 @@ def throughput_rows(started: list[Contender], levels: list[int]) -> list[tuple[o
             ratio = ""
             if contender in gateways:
                 ratio = f"{_median(rps) / _median(_rps(ceiling, c)):.0%} of ceiling"
-                if contender is ours:
+                if contender in (ours, following):
                     ratio += f", {_median(rps) / _median(_rps(patched, c)):.0%} of its server"
-                    if len(gateways) > 1:
-                        ratio += f", {_median(rps) / _median(_rps(gateways[0], c)):.2f}x before"
+                    if before:
+                        ratio += f", {_median(rps) / _median(_rps(before[0], c)):.2f}x before"
             added = ""
             if contender not in (direct, ceiling, patched):
                 added = f"{_median([r.p50_ms for r in results]) - _p50(direct, c):.2f}"
