@@ -265,6 +265,25 @@ def start_chat_in_box(
     return _exchange(stream, send)
 
 
+def routed_in_box(address: tuple[str, int], path: str = "/healthz") -> None:
+    """Waits until a GET of `path` at the Service `address` is answered 200 from inside the
+    box's network namespace: a pod is Ready, and its EndpointSlice says so, a moment before
+    kube-proxy on the node routes its Service to it (until then the connection is refused)."""
+
+    def answers() -> bool:
+        connection = http.client.HTTPConnection(*address, timeout=5)
+        try:
+            connection.sock = connect_in_box(address, 5)
+            connection.request("GET", path)
+            return connection.getresponse().status == 200
+        except OSError:
+            return False
+        finally:
+            connection.close()
+
+    wait_for(f"kube-proxy routing {address[0]}:{address[1]}", answers, timeout=30)
+
+
 def chat_lines_in_box(
     address: tuple[str, int],
     service: str,

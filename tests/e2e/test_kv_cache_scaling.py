@@ -18,7 +18,14 @@ from kubernetes.utils import parse_quantity
 from support.custom_resources import CustomResources
 
 from .pods import SERVICE_NAME, settled_gateways
-from .serving import backend_replicas, diagnosed, example, example_runtime, start_chat_in_box
+from .serving import (
+    backend_replicas,
+    diagnosed,
+    example,
+    example_runtime,
+    routed_in_box,
+    start_chat_in_box,
+)
 from .test_availability import two_gateways  # noqa: F401  (the module's two gateways)
 from .workloads import ready_replicas, wait_for
 
@@ -84,6 +91,7 @@ def test_replicas_follow_the_kv_cache_use_summed_over_pods_not_gateways(
         wait_for("one ready backend", lambda: ready_replicas(apps, namespace, SERVICE_NAME) == 1)
         core = k8s_client.CoreV1Api(api_client)
         gateway = core.read_namespaced_service(SERVICE_NAME, namespace).spec.cluster_ip
+        routed_in_box((gateway, 80))
         streams = [
             start_chat_in_box((gateway, 80), SERVICE_NAME, tokens=TOKENS) for _ in range(STREAMS)
         ]

@@ -33,6 +33,7 @@ from .serving import (
     example,
     example_runtime,
     gateway_metric,
+    routed_in_box,
     start_chat_in_box,
 )
 from .workloads import wait_for
@@ -166,20 +167,6 @@ def cluster_ip(api_client: k8s_client.ApiClient, namespace: str, name: str) -> t
     return str(service.spec.cluster_ip), 80
 
 
-def answers(address: tuple[str, int], path: str) -> bool:
-    """Whether a GET of `path` at `address`, from the control-plane node's network namespace,
-    is answered 200."""
-    connection = http.client.HTTPConnection(*address, timeout=5)
-    try:
-        connection.sock = connect_in_box(address, 5)
-        connection.request("GET", path)
-        return connection.getresponse().status == 200
-    except OSError:
-        return False
-    finally:
-        connection.close()
-
-
 def stub_metric(pod: k8s_client.V1Pod, port: int, name: str) -> float:
     """A series of the engine stub's metrics page, read from the pod's own address."""
     connection = http.client.HTTPConnection(pod.status.pod_ip, port, timeout=10)
@@ -225,8 +212,8 @@ def test_requests_go_to_the_replica_with_fewest_in_flight_and_never_to_a_termina
             lambda: (found := routed(api_client, namespace, backend_name)) and len(found) == 2,
             timeout=30,
         )
-        wait_for("the gateway Service routing", lambda: answers(gateway, "/healthz"), timeout=30)
-        wait_for("the backend Service routing", lambda: answers(backend, "/health"), timeout=30)
+        routed_in_box(gateway)
+        routed_in_box(backend, "/health")
         through_gateway = at_fixed_rate(gateway)
         through_service = at_fixed_rate(backend)
         print(
