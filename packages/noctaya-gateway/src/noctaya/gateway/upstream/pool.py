@@ -63,8 +63,8 @@ async def _sock_connect(
     try:
         sock.connect(address)
         return
-    except BlockingIOError:
-        pass  # in progress: the socket turns writable once it is answered
+    except (BlockingIOError, InterruptedError):
+        pass  # in progress (a signal may interrupt it, too): writable once it is answered
     writable = loop.create_future()
     loop.add_writer(sock.fileno(), lambda: writable.done() or writable.set_result(None))
     try:
