@@ -16,12 +16,20 @@ from kubernetes import client as k8s_client
 
 TESTS = Path(__file__).resolve().parents[2] / "tests"
 NAMESPACE = "bench"
+MODE = "gateway following pods"
+"""How the tables name a gateway that follows its backend's pods."""
+
+
+def _tests_importable() -> None:
+    """The test suite's control plane and gateway access, importable (added to the path once)."""
+    if str(TESTS) not in sys.path:
+        sys.path.insert(0, str(TESTS))
 
 
 def host_address() -> str:
     """This machine's non-loopback address: the API server refuses loopback addresses in an
     EndpointSlice, so a followed engine listens there."""
-    sys.path.insert(0, str(TESTS))
+    _tests_importable()
     from gateway.kube_access import host_address as address
 
     return address()
@@ -33,7 +41,7 @@ def pods(address: tuple[str, int]) -> Iterator[dict[str, str]]:
     EndpointSlice, and an account that may read it, as the operator grants it; yields the
     gateway's settings to follow it (what the operator renders and Kubernetes adds to every
     pod)."""
-    sys.path.insert(0, str(TESTS))  # the test suite's control plane and gateway access
+    _tests_importable()
     from support.envtest import ControlPlane, locate_binaries
 
     from gateway.kube_access import READY, SERVICE, kube_access

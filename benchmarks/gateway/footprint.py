@@ -22,10 +22,11 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from benchmarks.gateway import procs
+from benchmarks.gateway.followed import MODE as FOLLOWING
 
 ENTRY = {
     "gateway": "noctaya.gateway.process.gateway_main",
-    "gateway following pods": "noctaya.gateway.process.gateway_main",
+    FOLLOWING: "noctaya.gateway.process.gateway_main",
     "aggregator": "noctaya.gateway.aggregator.main",
 }
 """Each mode's entry module. "gateway following pods" is the gateway as the operator deploys it
@@ -105,7 +106,7 @@ def _started(
             "NOCTAYA_LISTEN_ADDR": f"127.0.0.1:{port}",
             "NOCTAYA_SCALER_LISTEN_ADDR": f"127.0.0.1:{procs.free_port()}",
         }
-        if mode == "gateway following pods":
+        if mode == FOLLOWING:
             settings |= following
         args: list[str] = []
     else:

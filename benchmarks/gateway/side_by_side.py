@@ -72,7 +72,7 @@ def contenders(compare: str | None) -> Iterator[list[Contender]]:
             stack.callback(contender.process.stop)
         command = [sys.executable, "-m", "benchmarks.gateway.observed"]
         ours = os.environ.get("PYTHONPATH", "")
-        gateways = [("gateway", ours, {}), ("gateway following pods", ours, following)]
+        gateways = [("gateway", ours, {}), (followed.MODE, ours, following)]
         if compare is not None:
             path = stack.enter_context(revision.pythonpath(compare))
             gateways.insert(0, (f"gateway {revision.describe(compare)}", path, {}))
