@@ -23,7 +23,9 @@ from __future__ import annotations
 import argparse
 import asyncio
 import contextlib
+import heapq
 import os
+import random
 import re
 import shutil
 import signal
@@ -55,6 +57,8 @@ COLD_REQUEST = (
 """A streamed chat completion: what counts as demand (a model list never does)."""
 PATHS = ("single gateway", "via aggregator")
 LOAD_WARMUP_SECONDS = 1.0
+RESAMPLES = 1000
+"""Bootstrap resamples behind the p99 ratio's interval."""
 
 
 @dataclass
@@ -170,15 +174,26 @@ def main() -> int:
                     samples, rps = measure_point(*point, contender, args.activations)
                     contender.samples.setdefault(point, []).extend(samples)
                     contender.load_rps.setdefault(point, []).append(rps)
-    rows = [_row(point, contender) for point in contenders[0].samples for contender in contenders]
+    first = contenders[0]
+    rows = [_row(point, contender, first) for point in first.samples for contender in contenders]
     print_table(
-        ("path", "load", "probes/s", "processes", "activations", "p50 ms", "p99 ms", "max ms"),
+        (
+            "path",
+            "load",
+            "probes/s",
+            "processes",
+            "activations",
+            "p50 ms",
+            "p99 ms",
+            "max ms",
+            f"p99 / {first.name} (95% interval)",
+        ),
         rows,
     )
     return 0
 
 
-def _row(point: tuple[str, int], contender: Contender) -> tuple[object, ...]:
+def _row(point: tuple[str, int], contender: Contender, first: Contender) -> tuple[object, ...]:
     path, load = point
     samples = contender.samples[point]
     rps = contender.load_rps[point]
@@ -191,7 +206,26 @@ def _row(point: tuple[str, int], contender: Contender) -> tuple[object, ...]:
         percentile(samples, 0.5) * 1e3,
         percentile(samples, 0.99) * 1e3,
         max(samples) * 1e3,
+        "" if contender is first else _p99_ratio(first.samples[point], samples),
     )
+
+
+def _p99_ratio(before: list[float], after: list[float]) -> str:
+    """after's p99 over before's, with a bootstrap 95% interval: a tail estimated from a few
+    hundred samples moves by more than the differences worth reporting, and the interval says
+    how far."""
+    rng = random.Random(0)
+    ratios = sorted(
+        _p99(rng.choices(after, k=len(after))) / _p99(rng.choices(before, k=len(before)))
+        for _ in range(RESAMPLES)
+    )
+    low, high = ratios[int(0.025 * RESAMPLES)], ratios[int(0.975 * RESAMPLES) - 1]
+    return f"{_p99(after) / _p99(before):.2f}x ({low:.2f}-{high:.2f})"
+
+
+def _p99(samples: list[float]) -> float:
+    """`percentile(samples, 0.99)` without sorting all of them."""
+    return heapq.nlargest(len(samples) - int(0.99 * len(samples)), samples)[-1]
 
 
 if __name__ == "__main__":
