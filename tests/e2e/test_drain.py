@@ -13,6 +13,7 @@ from __future__ import annotations
 import secrets
 import subprocess
 import threading
+import time
 from collections.abc import Iterator
 
 import pytest
@@ -85,11 +86,21 @@ def test_a_drained_node_loses_no_admitted_request_and_its_backend_serves_elsewhe
         wait_for("every stream under way", lambda: all(len(e.lines) > 2 for e in streams))
         fewest_gateways = _watch_ready_gateways(api_client, namespace)
         kubectl = [str(locate_programs().path("kubectl")), "--kubeconfig", str(cluster.kubeconfig)]
+        gateway_logs = [  # the evicted gateway's log is gone with its pod by the end
+            subprocess.Popen(
+                [*kubectl, "logs", "--follow", "--namespace", namespace, str(g.metadata.name)],
+                stdout=subprocess.PIPE,
+                stderr=subprocess.STDOUT,
+                text=True,
+            )
+            for g in gateways
+        ]
         drain = subprocess.Popen(
             [*kubectl, "drain", drained, "--ignore-daemonsets", "--delete-emptydir-data",
              "--timeout=240s"],
             stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
         )  # fmt: skip
+        drain_began = time.monotonic()
         during = [start_chat(api_client, namespace, SERVICE_NAME) for _ in range(4)]
         try:
             output, _ = drain.communicate(timeout=300)
@@ -107,8 +118,14 @@ def test_a_drained_node_loses_no_admitted_request_and_its_backend_serves_elsewhe
             subprocess.run(
                 [*kubectl, "uncordon", drained], check=True, capture_output=True, timeout=60
             )
-        for exchange in exchanges:
-            assert exchange.completed or exchange.retryable, exchange.describe()
+            logs = "\n".join(_log(g, log) for g, log in zip(gateways, gateway_logs, strict=True))
+        roles = ["stream"] * len(streams) + ["during"] * len(during) + ["after"]
+        for role, exchange in zip(roles, exchanges, strict=True):
+            assert exchange.completed or exchange.retryable, (
+                f"{role} request sent {exchange.started - drain_began:+.2f} s after the drain "
+                f"began, ended {exchange.ended - drain_began:+.2f} s: {exchange.describe()}\n"
+                + logs
+            )
         assert after.completed, after.describe()
         assert moved.spec.node_name != drained
         assert fewest_gateways.fewest >= 1, "the PodDisruptionBudget kept a gateway serving"
@@ -130,3 +147,9 @@ def _watch_ready_gateways(api_client: k8s_client.ApiClient, namespace: str) -> _
 
     threading.Thread(target=look, daemon=True).start()
     return watch
+
+
+def _log(gateway: k8s_client.V1Pod, follower: subprocess.Popen[str]) -> str:
+    """What `gateway` logged from before the drain on (`kubectl logs --follow`, stopped here)."""
+    follower.terminate()
+    return f"---- {gateway.metadata.name} log\n{follower.communicate(timeout=30)[0]}"
