@@ -23,7 +23,6 @@ from __future__ import annotations
 import argparse
 import asyncio
 import contextlib
-import heapq
 import os
 import random
 import re
@@ -216,16 +215,12 @@ def _p99_ratio(before: list[float], after: list[float]) -> str:
     how far."""
     rng = random.Random(0)
     ratios = sorted(
-        _p99(rng.choices(after, k=len(after))) / _p99(rng.choices(before, k=len(before)))
+        percentile(rng.choices(after, k=len(after)), 0.99)
+        / percentile(rng.choices(before, k=len(before)), 0.99)
         for _ in range(RESAMPLES)
     )
     low, high = ratios[int(0.025 * RESAMPLES)], ratios[int(0.975 * RESAMPLES) - 1]
-    return f"{_p99(after) / _p99(before):.2f}x ({low:.2f}-{high:.2f})"
-
-
-def _p99(samples: list[float]) -> float:
-    """`percentile(samples, 0.99)` without sorting all of them."""
-    return heapq.nlargest(len(samples) - int(0.99 * len(samples)), samples)[-1]
+    return f"{percentile(after, 0.99) / percentile(before, 0.99):.2f}x ({low:.2f}-{high:.2f})"
 
 
 if __name__ == "__main__":
