@@ -5,6 +5,7 @@ status, and the events and logs printed when a test fails."""
 from __future__ import annotations
 
 import contextlib
+import functools
 import http.client
 import json
 import socket
@@ -179,6 +180,15 @@ class Exchange:
     broken: str = ""  # why the answer ended before its end (a cut connection, a timeout)
     ended: float = 0.0  # time.monotonic() when the answer ended, however it ended; 0 until then
     over: threading.Event = field(default_factory=threading.Event)
+    _cut: Callable[[], object] | None = None  # ends the connection under the reading thread
+
+    def cut(self) -> None:
+        """Ends an answered exchange (its status set) from the client's side, as a client that
+        leaves does, and waits for its reader to stop; one already over is left as it is."""
+        if self._cut is not None and not self.over.is_set():
+            with contextlib.suppress(OSError):
+                self._cut()
+        assert self.over.wait(30), "the exchange's reader did not stop after its connection was cut"
 
     @property
     def completed(self) -> bool:
@@ -216,7 +226,8 @@ class Exchange:
         return sum(1 for line in self.lines if line.startswith(b": heartbeat"))
 
     def describe(self) -> str:
-        return f"{self.status} broken={self.broken!r} {self.lines[-4:]!r}"
+        took = f" after {self.ended - self.started:.1f}s" if self.ended else ""
+        return f"{self.status}{took} broken={self.broken!r} {self.lines[-4:]!r}"
 
 
 def start_chat(
@@ -235,7 +246,8 @@ def start_chat(
     def send() -> _Answer:
         response = chat(api_client, namespace, service, pod=pod, stream=stream, tokens=tokens)
         retry_after = response.headers.get("Retry-After", "")
-        return response.status, retry_after, response_lines(response), response.release_conn
+        lines = response_lines(response)
+        return response.status, retry_after, lines, response.release_conn, response.shutdown
 
     return _exchange(stream, send)
 
@@ -260,7 +272,9 @@ def start_chat_in_box(
         connection.request("POST", target, body=body, headers=headers)
         response = connection.getresponse()
         lines = (line.rstrip(b"\n") for line in response)
-        return response.status, response.getheader("Retry-After") or "", lines, connection.close
+        retry_after = response.getheader("Retry-After") or ""
+        cut = functools.partial(connection.sock.shutdown, socket.SHUT_RDWR)
+        return response.status, retry_after, lines, connection.close, cut
 
     return _exchange(stream, send)
 
@@ -310,8 +324,9 @@ def chat_lines_in_box(
         connection.close()
 
 
-_Answer = tuple[int, str, Iterator[bytes], Callable[[], object]]
-"""(status, Retry-After, the body's lines as they arrive, what lets the connection go)"""
+_Answer = tuple[int, str, Iterator[bytes], Callable[[], object], Callable[[], object]]
+"""(status, Retry-After, the body's lines as they arrive, what lets the connection go, what cuts
+it from another thread)"""
 
 
 def _exchange(stream: bool, send: Callable[[], _Answer]) -> Exchange:
@@ -319,7 +334,7 @@ def _exchange(stream: bool, send: Callable[[], _Answer]) -> Exchange:
 
     def read() -> None:
         try:
-            exchange.status, exchange.retry_after, lines, release = send()
+            exchange.status, exchange.retry_after, lines, release, exchange._cut = send()
             try:
                 for line in lines:  # kept as read, if the answer breaks
                     exchange.lines.append(line)

@@ -21,6 +21,7 @@ from .serving import (
     diagnosed,
     example,
     phases_seen,
+    start_chat,
     status,
     stream_chat,
     wait_idle,
@@ -176,21 +177,26 @@ def test_load_above_target_scales_one_to_n_through_the_hpa_and_back_to_zero(
         _, service = example()  # target 1, max 3
         CustomResources(api_client).create(service, namespace)
         wait_idle(api_client, namespace)
-        # Long streams, held open unread: each is one in-flight request until it is closed.
-        streams = [chat(api_client, namespace, SERVICE, tokens=5000) for _ in range(3)]
+        # Long streams (500 s of tokens): each is one in-flight request until it is cut.
+        streams = [start_chat(api_client, namespace, SERVICE, tokens=5000) for _ in range(3)]
         try:
-            assert [s.status for s in streams] == [200] * 3
             wait_for(
-                "three ready backends for three requests at target 1",
-                lambda: ready_replicas(apps, namespace, SERVICE) == 3,
-                timeout=300,
+                "three streams answered", lambda: all(s.status or s.over.is_set() for s in streams)
             )
+            assert [s.status for s in streams] == [200] * 3, [s.describe() for s in streams]
+
+            def three_ready() -> bool:
+                ended = [s.describe() for s in streams if s.over.is_set()]
+                assert not ended, f"streams ended before three backends were ready: {ended}"
+                return ready_replicas(apps, namespace, SERVICE) == 3
+
+            wait_for("three ready backends for three requests at target 1", three_ready, 300)
             autoscaler = k8s_client.AutoscalingV2Api(api_client)
             (hpa,) = autoscaler.list_namespaced_horizontal_pod_autoscaler(namespace).items
             assert hpa.spec.scale_target_ref.name == SERVICE
         finally:
             for stream in streams:
-                stream.close()
+                stream.cut()
         wait_for(
             "the backend back to 0 once the load ends",
             lambda: backend_replicas(api_client, namespace, SERVICE) == 0,

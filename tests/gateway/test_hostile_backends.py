@@ -90,13 +90,17 @@ async def test_a_head_stalling_half_way_is_a_504_after_the_head_timeout(
 
 
 async def test_a_backend_silent_past_the_read_timeout_is_a_504(
-    backend: StartBackend, start_gateway: StartGateway, http: aiohttp.ClientSession
+    backend: StartBackend,
+    start_gateway: StartGateway,
+    http: aiohttp.ClientSession,
+    caplog: pytest.LogCaptureFixture,
 ) -> None:
     silent = answering(then_close=False)
     gateway = await start_gateway(await backend(health_then(silent)), backend_read_timeout=0.3)
     status, document = await _post(http, gateway.url)
     assert status == 504
     assert document["error"]["code"] == "gateway_timeout"
+    assert "proxy: backend failed before answering, answered 504 to the client" in caplog.text
 
 
 async def test_a_body_stalling_past_the_read_timeout_aborts_the_client_stream(
@@ -255,7 +259,10 @@ async def test_a_204_with_a_content_length_reaches_http2_clients_as_a_204(
 
 
 async def test_a_cold_stream_whose_backend_then_stalls_ends_with_a_timeout_error_event(
-    backend: StartBackend, start_gateway: StartGateway, http: aiohttp.ClientSession
+    backend: StartBackend,
+    start_gateway: StartGateway,
+    http: aiohttp.ClientSession,
+    caplog: pytest.LogCaptureFixture,
 ) -> None:
     """The client already has its 200 and heartbeats: the stall becomes the closing frame."""
     ready = False
@@ -289,3 +296,4 @@ async def test_a_cold_stream_whose_backend_then_stalls_ends_with_a_timeout_error
         "event: error\ndata: "
         '{"error":{"message":"backend timeout","type":"server_error","code":"gateway_timeout"}}'
     )
+    assert "proxy: backend failed before answering, error event 504 to the client" in caplog.text

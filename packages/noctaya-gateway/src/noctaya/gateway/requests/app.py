@@ -12,6 +12,7 @@ else that reads each pod (the KV-cache scraper) takes its addresses from `endpoi
 
 from __future__ import annotations
 
+import logging
 import time
 from collections.abc import Awaitable
 from typing import TYPE_CHECKING, Any
@@ -43,6 +44,8 @@ from noctaya.gateway.requests.responses import (
     sse_error_frame,
 )
 from noctaya.gateway.upstream import UpstreamPool
+
+_log = logging.getLogger("noctaya.gateway.http")
 
 if TYPE_CHECKING:  # the watch's modules load only where it is configured (not in local mode)
     from noctaya.gateway.backend.endpoints import Endpoint, EndpointWatch
@@ -181,6 +184,14 @@ class GatewayApp(ClientEndpoint):
             if failure.unsent:
                 self.replicas.forget()
                 return False
+            # What reached the backend is not sent again, so the client's answer is an error:
+            # said here, since a held stream's 200 was counted when it began.
+            _log.warning(
+                "proxy: backend failed before answering, %s %d to the client: %s",
+                "error event" if committed else "answered",
+                failure.error.status,
+                failure,
+            )
             if not committed:
                 await self.refuse(send, failure.error, openai)
                 return True
