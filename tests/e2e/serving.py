@@ -148,12 +148,14 @@ def stream_chat(
 ) -> Iterator[Chunk]:
     """A streaming chat completion's lines as they arrive; fails unless answered 200."""
     response = chat(api_client, namespace, service, tokens=tokens, pod=pod)
+    whole = False
     try:
         assert response.status == 200, response.read().decode(errors="replace")
         for line in response_lines(response):
             yield Chunk(time.monotonic(), line)
+        whole = True
     finally:
-        response.release_conn()
+        _let_go(response, whole)
 
 
 def response_lines(response: Any) -> Iterator[bytes]:
@@ -181,11 +183,13 @@ class Exchange:
     ended: float = 0.0  # time.monotonic() when the answer ended, however it ended; 0 until then
     over: threading.Event = field(default_factory=threading.Event)
     _cut: Callable[[], object] | None = None  # ends the connection under the reading thread
+    was_cut: bool = False
 
     def cut(self) -> None:
         """Ends an answered exchange (its status set) from the client's side, as a client that
         leaves does, and waits for its reader to stop; one already over is left as it is."""
         if self._cut is not None and not self.over.is_set():
+            self.was_cut = True
             with contextlib.suppress(OSError):
                 self._cut()
         assert self.over.wait(30), "the exchange's reader did not stop after its connection was cut"
@@ -247,7 +251,13 @@ def start_chat(
         response = chat(api_client, namespace, service, pod=pod, stream=stream, tokens=tokens)
         retry_after = response.headers.get("Retry-After", "")
         lines = response_lines(response)
-        return response.status, retry_after, lines, response.release_conn, response.shutdown
+        return (
+            response.status,
+            retry_after,
+            lines,
+            functools.partial(_let_go, response),
+            response.shutdown,
+        )
 
     return _exchange(stream, send)
 
@@ -274,7 +284,7 @@ def start_chat_in_box(
         lines = (line.rstrip(b"\n") for line in response)
         retry_after = response.getheader("Retry-After") or ""
         cut = functools.partial(connection.sock.shutdown, socket.SHUT_RDWR)
-        return response.status, retry_after, lines, connection.close, cut
+        return response.status, retry_after, lines, lambda whole: connection.close(), cut
 
     return _exchange(stream, send)
 
@@ -324,9 +334,18 @@ def chat_lines_in_box(
         connection.close()
 
 
-_Answer = tuple[int, str, Iterator[bytes], Callable[[], object], Callable[[], object]]
-"""(status, Retry-After, the body's lines as they arrive, what lets the connection go, what cuts
-it from another thread)"""
+_Answer = tuple[int, str, Iterator[bytes], Callable[[bool], object], Callable[[], object]]
+"""(status, Retry-After, the body's lines as they arrive, what lets the connection go (told
+whether the answer was read to its end), what cuts it from another thread)"""
+
+
+def _let_go(response: Any, whole: bool) -> None:
+    """The connection back to the API client's pool only once its answer was read to the end.
+    One cut (its reading side shut) or broken mid-answer is closed: reused, it would give the
+    next request an early end of input or the rest of this answer."""
+    if not whole:
+        response.close()
+    response.release_conn()
 
 
 def _exchange(stream: bool, send: Callable[[], _Answer]) -> Exchange:
@@ -335,11 +354,13 @@ def _exchange(stream: bool, send: Callable[[], _Answer]) -> Exchange:
     def read() -> None:
         try:
             exchange.status, exchange.retry_after, lines, release, exchange._cut = send()
+            whole = False
             try:
                 for line in lines:  # kept as read, if the answer breaks
                     exchange.lines.append(line)
+                whole = not exchange.was_cut
             finally:
-                release()
+                release(whole)
         except (HTTPError, OSError, http.client.HTTPException) as error:
             exchange.broken = f"{type(error).__name__}: {error}"
         finally:
