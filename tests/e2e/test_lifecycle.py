@@ -89,8 +89,8 @@ def test_reject_mode_answers_503_with_retry_after_while_cold_and_still_wakes(
         )
         _wait_phase(api_client, namespace, "Ready")
 
-        # The gateway sees the backend through its Service, which routes to the new pod a moment
-        # after the pod is Ready: until then it still rejects, and a client retries as told.
+        # The gateway learns that the new pod is ready from its EndpointSlice, a moment after
+        # the pod is Ready: until then it still rejects, and a client retries as told.
         def admitted() -> Any:
             response = chat(api_client, namespace, SERVICE)
             if response.status == 503 and int(response.headers.get("Retry-After", "0")) > 0:
