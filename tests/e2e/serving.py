@@ -615,12 +615,20 @@ def _autoscalers(api_client: k8s_client.ApiClient, namespace: str) -> list[str]:
             lines.append(f"{pod.metadata.name} queue: {response.data.decode(errors='replace')}")
         except HTTPError as error:
             lines.append(f"{pod.metadata.name} queue: ({error})")
-    lines += _series(api_client, namespace, _WATCH_SERIES)
+    lines += _series(api_client, namespace, _SERIES)
     return lines
 
 
-_WATCH_SERIES = ("noctaya_gateway_endpoints_watch", "noctaya_gateway_kv_cache_discarded_total")
-"""What the gateways and the aggregator say of the pods they follow and read."""
+_SERIES = (
+    "noctaya_gateway_endpoints_watch",
+    "noctaya_gateway_kv_cache_discarded_total",
+    "noctaya_gateway_pending",
+    "noctaya_gateway_requests_total",
+    "noctaya_gateway_rejections_total",
+)
+"""What the gateways and the aggregator say of the pods they follow and read, and what each
+gateway holds and has answered: `pending` counts the admitted requests alone, where the queue's
+demand also shows the activation lease's floor."""
 
 
 def _series(
