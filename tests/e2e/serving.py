@@ -340,9 +340,10 @@ whether the answer was read to its end), what cuts it from another thread)"""
 
 
 def _let_go(response: Any, whole: bool) -> None:
-    """The connection back to the API client's pool only once its answer was read to the end.
-    One cut (its reading side shut) or broken mid-answer is closed: reused, it would give the
-    next request an early end of input or the rest of this answer."""
+    """The connection back to the API client's pool only once its answer was read to the end;
+    one cut or broken mid-answer is closed. urllib3 resets a pooled connection that is readable
+    when it is taken, but one whose answer is still on its way (a read that timed out) looks
+    idle, and its next request would read the rest of this answer."""
     if not whole:
         response.close()
     response.release_conn()
