@@ -229,8 +229,8 @@ def wake_through_gateway(api_client: k8s_client.ApiClient) -> Wake:
 
 
 def wake_by_hand(api_client: k8s_client.ApiClient) -> Wake:
-    """Scales the Deployment to 1 directly (KEDA paused), sends the request through the API
-    server to the gateway once the engine is ready, and scales back to 0."""
+    """Scales the Deployment to 1 directly (KEDA paused), sends the request to the gateway
+    Service from the node's network namespace once the engine is ready, and scales back to 0."""
     return scaled_by_hand(
         api_client,
         lambda wake: ((c.at, c.line) for c in stream_chat(api_client, NAMESPACE, SERVICE_NAME)),

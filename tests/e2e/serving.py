@@ -107,6 +107,18 @@ class Chunk:
     line: bytes
 
 
+def gateway_address(
+    api_client: k8s_client.ApiClient, namespace: str, service: str, pod: str | None = None
+) -> tuple[str, int]:
+    """Where a pod in the cluster sends `service`'s requests: its gateway Service's address
+    (port `http`), or one gateway `pod`'s."""
+    core = k8s_client.CoreV1Api(api_client)
+    if pod:
+        return str(core.read_namespaced_pod(pod, namespace).status.pod_ip), GATEWAY_PORT
+    spec = core.read_namespaced_service(service, namespace).spec
+    return str(spec.cluster_ip), next(int(port.port) for port in spec.ports if port.name == "http")
+
+
 def chat(
     api_client: k8s_client.ApiClient,
     namespace: str,
@@ -116,22 +128,19 @@ def chat(
     timeout: float = 180.0,
     pod: str | None = None,
     stream: bool = True,
-) -> Any:
-    """Sends a chat completion (streaming unless `stream` is False) to the gateway Service, or to
-    one gateway `pod`, through the API server's proxy; the urllib3 response, unread. `tokens`
-    asks the engine stub for that many."""
-    config = api_client.configuration
-    target = f"pods/{pod}:{GATEWAY_PORT}" if pod else f"services/{service}:http"
-    path = f"/api/v1/namespaces/{namespace}/{target}/proxy/v1/chat/completions"
-    query = f"?tokens={tokens}" if tokens else ""
-    return api_client.rest_client.pool_manager.request(
-        "POST",
-        f"{config.host}{path}{query}",
-        body=chat_body(service, stream),
-        headers={"Content-Type": "application/json"},
-        preload_content=False,
-        timeout=timeout,
-    )
+) -> http.client.HTTPResponse:
+    """Sends a chat completion (streaming unless `stream` is False) to the gateway Service, or
+    to one gateway `pod`, from inside the box's network namespace as a pod would send it; the
+    response, unread (closing it, or reading it to its end, closes its connection). `tokens`
+    asks the engine stub for that many.
+
+    Not through the API server's proxy, which cuts a stream whose head comes back at once, as
+    a held stream's does: its HTTP/1 server closes the request's body when it writes the
+    response head, while its transport may still have to read that body's end; that read fails
+    and the transport closes its connection to the gateway (golang/go#40747; the API server
+    logs `ReverseProxy read error during body copy: use of closed network connection`)."""
+    address = gateway_address(api_client, namespace, service, pod)
+    return _post_in_box(address, service, stream=stream, tokens=tokens, timeout=timeout)[0]
 
 
 def chat_body(model: str, stream: bool = True) -> bytes:
@@ -146,28 +155,11 @@ def stream_chat(
     tokens: int | None = None,
     pod: str | None = None,
 ) -> Iterator[Chunk]:
-    """A streaming chat completion's lines as they arrive; fails unless answered 200."""
-    response = chat(api_client, namespace, service, tokens=tokens, pod=pod)
-    whole = False
-    try:
-        assert response.status == 200, response.read().decode(errors="replace")
-        for line in response_lines(response):
-            yield Chunk(time.monotonic(), line)
-        whole = True
-    finally:
-        _let_go(response, whole)
-
-
-def response_lines(response: Any) -> Iterator[bytes]:
-    """A urllib3 response's body lines as they arrive, an unterminated last one too."""
-    buffer = b""
-    for data in response.stream(1024, decode_content=False):
-        buffer += data
-        while b"\n" in buffer:
-            line, buffer = buffer.split(b"\n", 1)
-            yield line
-    if buffer:
-        yield buffer
+    """A streaming chat completion's lines as they arrive (see `chat`); fails unless answered
+    200."""
+    address = gateway_address(api_client, namespace, service, pod)
+    for line in chat_lines_in_box(address, service, tokens=tokens):
+        yield Chunk(time.monotonic(), line)
 
 
 @dataclass
@@ -190,7 +182,7 @@ class Exchange:
         leaves does, and waits for its reader to stop; one already over is left as it is."""
         if self._cut is not None and not self.over.is_set():
             self.was_cut = True
-            with contextlib.suppress(OSError):
+            with contextlib.suppress(OSError):  # the answer ended meanwhile: its socket is closed
                 self._cut()
         assert self.over.wait(30), "the exchange's reader did not stop after its connection was cut"
 
@@ -243,23 +235,10 @@ def start_chat(
     stream: bool = True,
     tokens: int | None = None,
 ) -> Exchange:
-    """Starts a chat completion (to the Service, or to one gateway `pod`; `tokens` asks the
-    engine stub for that many) and reads its answer in the background; `Exchange.over` is set
-    once it has ended, however it ended."""
-
-    def send() -> _Answer:
-        response = chat(api_client, namespace, service, pod=pod, stream=stream, tokens=tokens)
-        retry_after = response.headers.get("Retry-After", "")
-        lines = response_lines(response)
-        return (
-            response.status,
-            retry_after,
-            lines,
-            functools.partial(_let_go, response),
-            response.shutdown,
-        )
-
-    return _exchange(stream, send)
+    """Starts a chat completion (see `chat`) and reads its answer in the background;
+    `Exchange.over` is set once it has ended, however it ended."""
+    address = gateway_address(api_client, namespace, service, pod)
+    return start_chat_in_box(address, service, stream=stream, tokens=tokens)
 
 
 def start_chat_in_box(
@@ -270,21 +249,16 @@ def start_chat_in_box(
     timeout: float = 180.0,
     tokens: int | None = None,
 ) -> Exchange:
-    """As `start_chat`, but sent to the gateway Service's address from inside the box's network
-    namespace, as a pod would send it: no API server on the way."""
-    target = f"/v1/chat/completions?tokens={tokens}" if tokens else "/v1/chat/completions"
+    """As `start_chat`, sent to a known address: one that needs no API server to look up."""
 
     def send() -> _Answer:
-        connection = http.client.HTTPConnection(*address, timeout=timeout)
-        connection.sock = connect_in_box(address, timeout)
-        headers = {"Content-Type": "application/json"}
-        body = chat_body(service, stream)
-        connection.request("POST", target, body=body, headers=headers)
-        response = connection.getresponse()
+        response, sock = _post_in_box(
+            address, service, stream=stream, tokens=tokens, timeout=timeout
+        )
         lines = (line.rstrip(b"\n") for line in response)
         retry_after = response.getheader("Retry-After") or ""
-        cut = functools.partial(connection.sock.shutdown, socket.SHUT_RDWR)
-        return response.status, retry_after, lines, lambda whole: connection.close(), cut
+        cut = functools.partial(sock.shutdown, socket.SHUT_RDWR)
+        return response.status, retry_after, lines, response.close, cut
 
     return _exchange(stream, send)
 
@@ -314,39 +288,47 @@ def chat_lines_in_box(
     *,
     netns: Path | None = None,
     timeout: float = 180.0,
+    tokens: int | None = None,
 ) -> Iterator[bytes]:
     """A streamed chat completion sent to `address` from inside the box's network namespace (or
     the pod's `netns`): its lines as they arrive; fails unless answered 200."""
-    connection = http.client.HTTPConnection(*address, timeout=timeout)
-    connection.sock = connect_in_box(address, timeout, netns=netns)
-    try:
-        connection.request(
-            "POST",
-            "/v1/chat/completions",
-            body=chat_body(service),
-            headers={"Content-Type": "application/json"},
-        )
-        response = connection.getresponse()
+    response, _ = _post_in_box(address, service, tokens=tokens, timeout=timeout, netns=netns)
+    with contextlib.closing(response):
         assert response.status == 200, response.read()
         for line in response:
             yield line.rstrip(b"\n")
-    finally:
+
+
+def _post_in_box(
+    address: tuple[str, int],
+    service: str,
+    *,
+    stream: bool = True,
+    tokens: int | None = None,
+    timeout: float,
+    netns: Path | None = None,
+) -> tuple[http.client.HTTPResponse, socket.socket]:
+    """POSTs a chat completion to `address` on a connection of its own, made from inside the
+    box's network namespace (or `netns`): the response, unread, and its socket."""
+    target = f"/v1/chat/completions?tokens={tokens}" if tokens else "/v1/chat/completions"
+    connection = http.client.HTTPConnection(*address, timeout=timeout)
+    connection.sock = sock = connect_in_box(address, timeout, netns=netns)
+    try:
+        headers = {"Content-Type": "application/json"}
+        connection.request("POST", target, body=chat_body(service, stream), headers=headers)
+        response = connection.getresponse()
+    except BaseException:
         connection.close()
+        raise
+    # Closed once the response is closed or read to its end, which holds it open until then
+    # (closing the connection instead would close the response too).
+    sock.close()
+    return response, sock
 
 
-_Answer = tuple[int, str, Iterator[bytes], Callable[[bool], object], Callable[[], object]]
-"""(status, Retry-After, the body's lines as they arrive, what lets the connection go (told
-whether the answer was read to its end), what cuts it from another thread)"""
-
-
-def _let_go(response: Any, whole: bool) -> None:
-    """The connection back to the API client's pool only once its answer was read to the end;
-    one cut or broken mid-answer is closed. urllib3 resets a pooled connection that is readable
-    when it is taken, but one whose answer is still on its way (a read that timed out) looks
-    idle, and its next request would read the rest of this answer."""
-    if not whole:
-        response.close()
-    response.release_conn()
+_Answer = tuple[int, str, Iterator[bytes], Callable[[], object], Callable[[], object]]
+"""(status, Retry-After, the body's lines as they arrive, what closes the connection, what cuts
+it from another thread)"""
 
 
 def _exchange(stream: bool, send: Callable[[], _Answer]) -> Exchange:
@@ -354,15 +336,13 @@ def _exchange(stream: bool, send: Callable[[], _Answer]) -> Exchange:
 
     def read() -> None:
         try:
-            exchange.status, exchange.retry_after, lines, release, exchange._cut = send()
-            whole = False
+            exchange.status, exchange.retry_after, lines, close, exchange._cut = send()
             try:
                 for line in lines:  # kept as read, if the answer breaks
                     exchange.lines.append(line)
-                whole = not exchange.was_cut
             finally:
-                release(whole)
-        except (HTTPError, OSError, http.client.HTTPException) as error:
+                close()
+        except (OSError, http.client.HTTPException) as error:
             exchange.broken = f"{type(error).__name__}: {error}"
         finally:
             exchange.ended = time.monotonic()

@@ -23,7 +23,6 @@ from .pods import (
     SERVICE_NAME,
     live_pods,
     ready_gateways,
-    routed,
     settled_gateways,
 )
 from .serving import (
@@ -221,20 +220,18 @@ def test_killing_a_gateway_loses_no_admitted_request(
             for exchange in held[killed]:
                 assert exchange.retryable, exchange.describe()
             assert not any(e.over.is_set() for e in held[survivor]), "the survivor let go"
-            # The drain answers as soon as the pod is told to go, which may be before the
-            # EndpointSlice controller has marked it not ready: a retry sent meanwhile would
-            # be proxied to the draining pod and answered "retry" again at once.
-            wait_for(
-                "the killed gateway out of the Service's ready endpoints",
-                lambda: killed not in routed(api_client, namespace, SERVICE),
-                timeout=DRAIN_SECONDS,
-            )
-
+            # The retries go where the Service sends them once it has settled: to the survivor,
+            # or the pod replacing the killed one. They are sent to those pods by name, as the
+            # Service would still route one to the draining pod for a moment (until kube-proxy
+            # has read that its EndpointSlice says it is not ready), and the draining pod
+            # answers "retry" again at once.
+            live = [str(pod.metadata.name) for pod in ready_gateways(api_client, namespace)]
+            assert killed not in live, live
             retries = [
-                start_chat(api_client, namespace, SERVICE, stream=e.stream) for e in held[killed]
+                start_chat(api_client, namespace, SERVICE, pod=live[i % len(live)], stream=e.stream)
+                for i, e in enumerate(held[killed])
             ]
             waiting = held[survivor] + retries
-            # The retries reach the survivor or the pod replacing the killed one.
             wait_for(
                 "the gateways holding the survivor's requests and the retries",
                 lambda: _holding(

@@ -24,8 +24,7 @@ MAX_QUEUE = 2
 STREAM_TOKENS = 200
 """At the stub's 100 ms a token, streams of 20 s: the queue stays full while the test looks."""
 REFUSED_WITHIN = 5.0
-"""Seconds a refusal may take, the API server's proxy on the way included: the gateway refuses
-without waiting for a slot."""
+"""Seconds a refusal may take on a busy box: the gateway refuses without waiting for a slot."""
 PENDING = "noctaya_gateway_pending"
 QUEUE_FULL = 'noctaya_gateway_rejections_total{reason="queue_full"}'
 

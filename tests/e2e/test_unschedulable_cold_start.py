@@ -25,10 +25,10 @@ ACCELERATORS = 2 * int(GPUS)
 """Per backend replica: twice what the `gpus` fixture advertises on one node."""
 ACTIVATION_SECONDS = 20
 AT_ONCE = 5.0
-"""Seconds a `reject` answer may take, the API server's proxy on the way included."""
+"""Seconds a `reject` answer may take on a busy box."""
 LATE = 5.0
 """Seconds past `activationTimeout` a `keepalive` answer may take: the gateway checks every half
-second, and the answer crosses the API server's proxy."""
+second."""
 HEARTBEATS = ACTIVATION_SECONDS // 2
 """At least this many heartbeats on a held stream: one a second is asked for, half is enough to
 tell heartbeats kept coming from one or two sent at the start."""
