@@ -250,17 +250,27 @@ def start_chat_in_box(
     tokens: int | None = None,
 ) -> Exchange:
     """As `start_chat`, sent to a known address: one that needs no API server to look up."""
+    exchange = Exchange(stream)
 
-    def send() -> _Answer:
-        response, sock = _post_in_box(
-            address, service, stream=stream, tokens=tokens, timeout=timeout
-        )
-        lines = (line.rstrip(b"\n") for line in response)
-        retry_after = response.getheader("Retry-After") or ""
-        cut = functools.partial(sock.shutdown, socket.SHUT_RDWR)
-        return response.status, retry_after, lines, response.close, cut
+    def read() -> None:
+        try:
+            response, sock = _post_in_box(
+                address, service, stream=stream, tokens=tokens, timeout=timeout
+            )
+            with contextlib.closing(response):
+                exchange._cut = functools.partial(sock.shutdown, socket.SHUT_RDWR)
+                exchange.retry_after = response.getheader("Retry-After") or ""
+                exchange.status = response.status
+                for line in response:  # kept as read, if the answer breaks
+                    exchange.lines.append(line.rstrip(b"\n"))
+        except (OSError, http.client.HTTPException) as error:
+            exchange.broken = f"{type(error).__name__}: {error}"
+        finally:
+            exchange.ended = time.monotonic()
+            exchange.over.set()
 
-    return _exchange(stream, send)
+    threading.Thread(target=read, daemon=True).start()
+    return exchange
 
 
 def routed_in_box(address: tuple[str, int], path: str = "/healthz") -> None:
@@ -324,32 +334,6 @@ def _post_in_box(
     # (closing the connection instead would close the response too).
     sock.close()
     return response, sock
-
-
-_Answer = tuple[int, str, Iterator[bytes], Callable[[], object], Callable[[], object]]
-"""(status, Retry-After, the body's lines as they arrive, what closes the connection, what cuts
-it from another thread)"""
-
-
-def _exchange(stream: bool, send: Callable[[], _Answer]) -> Exchange:
-    exchange = Exchange(stream)
-
-    def read() -> None:
-        try:
-            exchange.status, exchange.retry_after, lines, close, exchange._cut = send()
-            try:
-                for line in lines:  # kept as read, if the answer breaks
-                    exchange.lines.append(line)
-            finally:
-                close()
-        except (OSError, http.client.HTTPException) as error:
-            exchange.broken = f"{type(error).__name__}: {error}"
-        finally:
-            exchange.ended = time.monotonic()
-            exchange.over.set()
-
-    threading.Thread(target=read, daemon=True).start()
-    return exchange
 
 
 def proxy_metric(api_client: k8s_client.ApiClient, path: str, name: str) -> float | None:
