@@ -290,20 +290,28 @@ async def test_a_replica_that_refuses_connections_is_skipped_and_the_request_ret
     gateway = await start_gateway(NOWHERE, backend_endpoints=access.endpoints())
     await started_watching(gateway)
     await eventually(lambda: len(routed_ports(gateway)) == 2, what="both pods routable")
-    for _ in range(6):
-        async with http.post(f"{gateway.url}/v1/completions", json={}) as response:
-            assert response.status == 200
-    assert len(first.requests) == 6
+    # Two streams at once: whichever pod the first goes to, one of the two tries the refusing
+    # pod (the other is then the one with fewer in flight), so it is set aside for certain.
+    url = f"{gateway.url}/v1/chat/completions"
+    assert await asyncio.gather(_stream(http, url), _stream(http, url)) == [200, 200]
+    assert len(first.requests) == 2
     assert routed_ports(gateway) == [port_of(first)]  # the refusing pod was set aside
-    # It listens again, its slice unchanged: the gateway's own probe takes it back.
+    # It listens again, its slice unchanged: the gateway's own probe takes it back. While a
+    # stream is held on one pod, the next request can only go to the other (between idle
+    # pods the choice is random), so the taken-back pod gets exactly one of the two.
     host = second.url.split("//", 1)[1].rsplit(":", 1)[0]
-    back = await start_engine(host, port_of(second))
+    back = await start_engine(host, port_of(second), token_count=40, token_delay=0.05)
     try:
         await eventually(lambda: len(routed_ports(gateway)) == 2, what="the pod taken back")
-        for _ in range(4):
-            async with http.post(f"{gateway.url}/v1/completions", json={}) as response:
-                assert response.status == 200
-        assert back.requests, "no request reached the pod taken back"
+        streaming = asyncio.ensure_future(_stream(http, url))
+        await eventually(
+            lambda: first.active_streams + back.active_streams == 1, what="a stream held"
+        )
+        async with http.post(f"{gateway.url}/v1/completions", json={}) as response:
+            assert response.status == 200
+        assert len(back.requests) == 1, "no request reached the pod taken back"
+        assert len(first.requests) == 3
+        assert await streaming == 200
     finally:
         back.server.close()
 
