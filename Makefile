@@ -46,11 +46,12 @@ lint: sync
 
 # The e2e tests (tests/e2e, in the three-node test cluster) run after the rest of the suite, which
 # deselects them (pyproject.toml addopts). The main suite runs on the newest Kubernetes release
-# of the support matrix; the oldest runs its CRD and operator tests in between. hack/test.sh
-# runs the three, and builds what only the last two need (the box's programs, the oldest
-# kube-apiserver) while the main suite runs.
-test: sync control-plane helm test-packages cluster-deps llama-cpp lint
-	bash hack/test.sh
+# of the support matrix; the oldest runs its CRD and operator tests in between.
+test: sync control-plane helm test-packages cluster llama-cpp lint
+	bash hack/fetch-keda-crds.sh
+	.venv/bin/pytest
+	bash hack/test-kubernetes-matrix.sh --oldest
+	.venv/bin/pytest -m e2e tests/e2e
 
 # Every release of the Kubernetes support matrix (hack/kubernetes-matrix.env), and the release
 # below it, which must still refuse the CRDs: builds each kube-apiserver once (about 5 minutes).
