@@ -54,11 +54,11 @@ PRE_STOP_SECONDS = 40
 LONG = 200
 """Tokens of the streams running when the slow replica is deleted: about 5 s each."""
 KV_CAPACITY = 100
+"""Makes the stub's KV-cache gauge its streams in flight / 100: how a test sees them."""
 MAX_QUEUE = 100
 """The contract's default, not the example's 10: the Service path admits without a bound, and
 a moment when both replicas lag (the box busy) must show in the gateway's latency, as it does
 in the Service's, not as a 429 a few requests get."""
-"""Makes the stub's KV-cache gauge its streams in flight / 100: how a test sees them."""
 
 
 def spread_runtime() -> dict[str, Any]:
